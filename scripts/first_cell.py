@@ -1,0 +1,20 @@
+# The first code cell of every chapter: paste this file unchanged as the notebook's first code cell.
+# It installs the package where it is missing (Colab, a fresh kernel) and picks the device.
+# Plain Python rather than %pip magics, so that it runs the same under Jupyter, Colab and nbval.
+import subprocess
+import sys
+
+REPOSITORY = "https://github.com/bertgpt-course/bertgpt"  # keep in step with _config.yml
+
+try:
+    import bertgpt
+except ImportError:
+    # torch is a version range in the package's requirements, so pip keeps Colab's own torch build.
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"bertgpt @ git+{REPOSITORY}"])
+    import importlib
+
+    importlib.invalidate_caches()
+    import bertgpt
+
+device = bertgpt.default_device()  # "cuda", "mps" or "cpu"
+print(f"device: {device}")

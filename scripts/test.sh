@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Every check: lint, then the tests (package, notebooks via nbval, built site in Chromium).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
+
+"$PYTHON" -m ruff check code tests bench scripts
+"$PYTHON" -m pytest "$@"

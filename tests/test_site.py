@@ -1,0 +1,163 @@
+"""The built book, checked in a real browser.
+
+Builds the site with the strict command, serves it on 127.0.0.1 and opens every page of the table of
+contents in headless Chromium: no console errors, formulas typeset by MathJax, every image loaded,
+and on chapter pages a Colab launch link to the chapter's notebook. A screenshot of each page is saved
+to _build/screenshots/<name>.png.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.site
+
+
+def toc_files() -> list[str]:
+    """Every file named in _toc.yml, in reading order, without extension."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [chapter["file"] for chapter in part.get("chapters", [])]
+    return files
+
+
+def source(name: str) -> Path | None:
+    """The source file behind a TOC entry, or None if it does not exist (yet)."""
+    for suffix in (".md", ".ipynb"):
+        if (ROOT / (name + suffix)).exists():
+            return ROOT / (name + suffix)
+    return None
+
+
+PAGES = [name for name in toc_files() if source(name)]
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """Build the book from scratch with warnings as errors; fail on any warning."""
+    jupyter_book = shutil.which("jupyter-book") or str(Path(sys.executable).parent / "jupyter-book")
+    build = subprocess.run(
+        [jupyter_book, "build", ".", "--warningiserror", "--keep-going", "--all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    log = build.stdout + build.stderr
+    assert build.returncode == 0, log[-5000:]
+    assert "WARNING" not in log, log[-5000:]
+    return HTML
+
+
+MISSING: list[str] = []  # paths the server answered with 404
+
+
+@pytest.fixture(scope="session")
+def server(site: Path):
+    """Serve the built site on 127.0.0.1, on a free port, recording requests for missing files."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def send_error(self, code, *args, **kwargs):
+            if code == 404 and self.path != "/favicon.ico":  # the browser asks for it on its own
+                MISSING.append(self.path)
+            super().send_error(code, *args, **kwargs)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=site))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        reason = f"{CHROMIUM} is missing: run scripts/setup.sh as root to install Chromium"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+VISIBLE_TEXT = """() => {
+    const body = document.body.cloneNode(true);
+    body.querySelectorAll('pre, code, script, style, mjx-container, .MathJax').forEach(e => e.remove());
+    return body.textContent;
+}"""
+
+LOAD_IMAGES = """async () => {
+    const images = [...document.images];
+    images.forEach(img => { img.loading = 'eager'; });
+    await Promise.all(images.map(img => img.complete ? null
+        : new Promise(resolve => { img.onload = img.onerror = resolve; })));
+    return images.filter(img => img.naturalWidth === 0).map(img => img.src);
+}"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page(name: str, server: str, browser):
+    errors = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    MISSING.clear()
+
+    def on_console(msg):
+        # A missing file shows up as "Failed to load resource"; the server's MISSING names it.
+        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+            errors.append(msg.text)
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server}/{name}.html", wait_until="load")
+
+    html = page.content()
+    if 'class="math' in html:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        page.evaluate("() => MathJax.startup.promise")
+        assert page.locator("mjx-container").count() > 0, "math on the page was not typeset"
+        text = page.evaluate(VISIBLE_TEXT)
+        assert "$$" not in text and "\\(" not in text, "raw TeX left in the visible text"
+
+    assert page.evaluate(LOAD_IMAGES) == [], "images that did not load"
+
+    if source(name).suffix == ".ipynb":
+        links = page.locator('a[href*="colab.research.google.com"]')
+        assert links.count() > 0, "no Colab launch button"
+        href = links.first.get_attribute("href")
+        assert href.endswith(f"{name}.ipynb"), href
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{Path(name).name}.png"), full_page=True)
+    page.close()
+    assert errors == [], errors
+    assert MISSING == [], f"files not found: {MISSING}"
