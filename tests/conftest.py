@@ -3,6 +3,10 @@ import torch
 
 import bertgpt
 
+# The test models are tiny: one thread runs them as fast as two, and never fights another process's
+# threads for the two cores (with both spinning, a tiny forward pass was measured 190x slower).
+torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):

@@ -11,10 +11,17 @@ The package behind the course "The 2018 pretraining paradigm — GPT-1 against B
 from .checkpoint import Checkpoint, CheckpointError, load, save
 from .config import PRESETS, ModelConfig, TrainConfig, apply_overrides, model_config, train_config
 from .corpus import Corpus, Document, load_corpus
+from .evaluate import accuracy, cloze_accuracy, confusion_matrix, f1, masked_token_accuracy, perplexity
+from .finetune import Classifier, finetune, load_classifier, predict, save_classifier
+from .generate import fill_mask, generate, log_likelihood, pseudo_log_likelihood, top_k_filter, top_p_filter
 from .hub import pretrained
 from .model import BERT, GPT, Backbone, KVCache, build, count_parameters, parameter_breakdown
 from .pretraining import IGNORE, mask_tokens, nsp_pairs, pretrain
+from .probes import probe
+from .senses import contextual_vectors, load_senses, nearest_centroid_accuracy
+from .tasks import TASKS, Example, Task, load_task
 from .tokenizer import Tokenizer, tokenizer_for, train_tokenizer
-from .trainer import History, default_device, evaluate, train
+from .trainer import History, default_device, train, validate
+from .wordvec import WordVectors, train_word_vectors
 
 __version__ = "0.1.0"

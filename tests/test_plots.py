@@ -1,0 +1,42 @@
+"""bertgpt.plots: panels are drawn on the Axes they are given, with the labels asked for."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from bertgpt.plots import attention_map, loss_curves  # noqa: E402
+from bertgpt.trainer import History  # noqa: E402
+
+
+def test_attention_map_draws_the_matrix_with_token_labels():
+    fig, ax = plt.subplots()
+    mask = torch.ones(3, 3).tril()
+    assert attention_map(ax, mask, ["a", "b", "c"], title="causal") is ax
+    image = ax.get_images()[0]
+    assert (image.get_array() == mask.numpy()).all()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert ax.get_title() == "causal"
+    plt.close(fig)
+
+
+def test_attention_map_without_tokens_has_no_ticks():
+    fig, ax = plt.subplots()
+    attention_map(ax, [[0.5, 0.5], [0.0, 1.0]])
+    assert list(ax.get_xticks()) == []
+    plt.close(fig)
+
+
+def test_loss_curves_one_line_per_history():
+    histories = {}
+    for name, offset in (("a", 0.0), ("b", 1.0)):
+        h = History()
+        h.train = [dict(step=s, loss=5.0 - s / 100 + offset, lr=1e-3) for s in (10, 20, 30)]
+        histories[name] = h
+    fig, ax = plt.subplots()
+    loss_curves(ax, histories)
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["a", "b"]
+    assert list(lines[1].get_xdata()) == [10, 20, 30]
+    plt.close(fig)
