@@ -219,7 +219,7 @@ def test_a_sentence_the_model_learnt_scores_above_its_words_shuffled(wordpiece):
         logits = m.mlm_logits(m.backbone(masked))[torch.arange(n), torch.arange(1, n + 1)]
         return F.cross_entropy(logits, full[1:-1])
 
-    bert = _overfit(tiny("bert", vocab_size=wordpiece.vocab_size), mlm, 150)
+    bert = _overfit(tiny("bert", vocab_size=wordpiece.vocab_size), mlm, 300)
     assert (pseudo_log_likelihood(bert, wordpiece, SENTENCE).log_prob
             > pseudo_log_likelihood(bert, wordpiece, shuffled).log_prob)
     assert fill_mask(bert, wordpiece, SENTENCE.replace("congress", "[MASK]"))[0][0][0] == "congress"

@@ -95,16 +95,24 @@ def read_info(directory: str | Path) -> dict:
         raise CheckpointError(f"checkpoint {str(directory)!r} has a corrupt config.json ({exc})") from None
 
 
+def verify(directory: str | Path, info: dict) -> None:
+    """Refuse weights that do not match the hash saved with them."""
+    if _sha256(Path(directory) / "model.safetensors") != info.get("weights_sha256"):
+        raise CheckpointError(f"checkpoint {str(directory)!r} is corrupt: model.safetensors does not match "
+                              "the hash saved with it (an interrupted copy?); save or train it again")
+
+
 def load(directory: str | Path, family: str | None = None, device="cpu") -> Checkpoint:
     """Load a checkpoint; with ``family`` ("gpt" or "bert"), refuse one of the other family."""
     directory = Path(directory)
     info = read_info(directory)
+    if info.get("kind") == "classifier":
+        raise CheckpointError(f"{str(directory)!r} holds a fine-tuned classifier: load it with "
+                              "bertgpt.finetune.load_classifier")
     if family is not None and info.get("family") != family:
         raise CheckpointError(f"{str(directory)!r} holds a {info.get('family')} model, but a {family} model "
                               f"is needed here: give a {family} checkpoint")
-    if _sha256(directory / "model.safetensors") != info.get("weights_sha256"):
-        raise CheckpointError(f"checkpoint {str(directory)!r} is corrupt: model.safetensors does not match "
-                              "the hash saved with it (an interrupted copy?); save or train it again")
+    verify(directory, info)
     model = build(ModelConfig(**info["config"]))
     load_model(model, str(directory / "model.safetensors"), device=str(device))
     model.to(device).eval()

@@ -20,12 +20,12 @@ import time
 
 import torch
 
-from .checkpoint import Checkpoint, CheckpointError, load, save
+from .checkpoint import CheckpointError, save
 from .config import FAMILIES, PRESETS, apply_overrides, model_config, train_config
 from .corpus import load_corpus
-from .finetune import finetune, resolve, save_classifier
+from .finetune import finetune, save_classifier
 from .generate import fill_mask, generate
-from .hub import NAMES, pretrained
+from .hub import NAMES, resolve
 from .model import build, count_parameters
 from .pretraining import DEFAULT_TOKENIZER, clm_loss, mlm_nsp_loss, pretrain, summary
 from .probes import POOLS, probe
@@ -107,19 +107,9 @@ def cmd_bench(args) -> dict:
                 batch_size=B, accumulate=tcfg.accumulate, steps=tcfg.steps, family=cfg.family)
 
 
-def _checkpoint(where: str, family: str) -> Checkpoint:
-    """A checkpoint directory or a pretrained name ("gpt-mini"), refused early if of the wrong family."""
-    if where in NAMES:
-        if not where.startswith(family + "-"):
-            raise CheckpointError(f"{where!r} is a {where.partition('-')[0]} model, but a {family} model is "
-                                  f"needed here: give a {family} checkpoint, e.g. {family}-mini")
-        return pretrained(where)
-    return load(where, family=family)
-
-
 def cmd_generate(args) -> dict:
     """Continue a prompt with a GPT checkpoint."""
-    ck = _checkpoint(args.checkpoint, "gpt")
+    ck = resolve(args.checkpoint, "gpt")
     prompt_tokens = len(ck.tokenizer.encode(args.prompt))
     text = generate(ck.model, ck.tokenizer, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
                     args.top_p, args.repetition_penalty, args.seed, greedy=args.greedy)
@@ -129,7 +119,7 @@ def cmd_generate(args) -> dict:
 
 def cmd_fill(args) -> dict:
     """Predict each [MASK] of a text with a BERT checkpoint."""
-    ck = _checkpoint(args.checkpoint, "bert")
+    ck = resolve(args.checkpoint, "bert")
     masks = fill_mask(ck.model, ck.tokenizer, args.text, args.top_k)
     return dict(text=args.text, masks=[[dict(token=t, probability=round(p, 6)) for t, p in candidates]
                                        for candidates in masks])

