@@ -207,7 +207,9 @@ def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: tor
 def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_size: int = 16,
              lm_coef: float = 0.5, freeze: int = 0, from_scratch: bool = False, seed: int = 0,
              device=None, patience: int = 2, warmup: float = 0.1, progress: bool = False):
-    """Fine-tune a pretrained model (a :class:`~bertgpt.checkpoint.Checkpoint`, its directory or a pretrained name) on ``task``.
+    """Fine-tune a pretrained model on ``task``.
+
+    ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint`, its directory or a pretrained name.
 
     ``lm_coef`` is λ of GPT's auxiliary LM loss (ignored for BERT, which has none); ``freeze`` keeps
     the embeddings and the lower ``freeze`` blocks fixed; ``from_scratch`` trains the same architecture
