@@ -88,7 +88,7 @@ _PAPER_FAMILY = {"gpt1": "gpt", "bert-base": "bert", "bert-large": "bert"}
 # Training budgets per size. "mini" is sized for minutes on 2 CPU cores.
 _TRAINING = {
     "tiny": dict(steps=50, batch_size=8, lr=3e-3, warmup=10, eval_every=25, eval_batches=4),
-    "mini": dict(steps=1000, batch_size=16, lr=2e-3, warmup=100, eval_every=250, eval_batches=16),
+    "mini": dict(steps=850, batch_size=16, lr=2e-3, warmup=100, eval_every=250, eval_batches=16),
     "small": dict(steps=20000, batch_size=64, lr=6e-4, warmup=1000, eval_every=1000, eval_batches=50),
     "gpt1": dict(steps=100000, batch_size=64, lr=2.5e-4, warmup=2000, eval_every=2000),
     "bert-base": dict(steps=1000000, batch_size=256, lr=1e-4, warmup=10000, decay="linear"),
