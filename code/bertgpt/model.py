@@ -118,6 +118,28 @@ class Backbone(nn.Module):
             mask = pad if mask is None else mask & pad
         return mask, False
 
+    def embed(self, idx, segments=None, start: int = 0):
+        """Token + position (+ segment) embeddings (B, T, d) of ids (B, T) starting at position ``start``."""
+        T = idx.size(1)
+        if start + T > self.config.context:
+            raise ValueError(f"a sequence of {start + T} tokens is longer than the model's context of "
+                             f"{self.config.context}: truncate it (or build a model with a larger context)")
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(start, start + T, device=idx.device))
+        if self.seg_emb is not None:
+            x = x + self.seg_emb(segments if segments is not None else torch.zeros_like(idx))
+        return x
+
+    def layer_states(self, idx, segments=None, pad_mask=None) -> list[torch.Tensor]:
+        """What each depth of the stack holds: the embeddings, then every block's output (before the
+        final norm of pre-LN models), ``n_layer + 1`` tensors (B, T, d). For probes; no dropout."""
+        x = self.embed(idx, segments)
+        mask, is_causal = self._mask(idx.size(1), 0, pad_mask, idx.device, explicit=False)
+        states = [x]
+        for block in self.blocks:
+            x, _ = block(x, mask, is_causal, None, False)
+            states.append(x)
+        return states
+
     def forward(self, idx, segments=None, pad_mask=None, cache=None, return_attention=False):
         """Hidden states (B, T, d) of token ids ``idx`` (B, T).
 
@@ -125,16 +147,9 @@ class Backbone(nn.Module):
         tokens and 0 for padding; ``cache`` is a :class:`KVCache` for incremental decoding. With
         ``return_attention`` the per-layer attention weights (B, n_head, T, S) come back too.
         """
-        B, T = idx.shape
+        T = idx.size(1)
         start = len(cache) if cache is not None else 0
-        if start + T > self.config.context:
-            raise ValueError(f"a sequence of {start + T} tokens is longer than the model's context of "
-                             f"{self.config.context}: truncate it (or build a model with a larger context)")
-        positions = torch.arange(start, start + T, device=idx.device)
-        x = self.tok_emb(idx) + self.pos_emb(positions)  # (B, T, d)
-        if self.seg_emb is not None:
-            x = x + self.seg_emb(segments if segments is not None else torch.zeros_like(idx))
-        x = self.drop(x)
+        x = self.drop(self.embed(idx, segments, start))
         mask, is_causal = self._mask(T, start, pad_mask, idx.device, explicit=return_attention)
         attention = []
         for block in self.blocks:

@@ -50,16 +50,10 @@ def layer_features(model, tokenizer, examples: list[Example], pool: str = "mean"
     for s in range(0, len(rows), batch_size):
         batch = to_device(collate(rows[s:s + batch_size], tokenizer), device)
         ids, keep = batch["input_ids"], batch["pad_mask"]
-        B, T = ids.shape
-        x = bb.tok_emb(ids) + bb.pos_emb(torch.arange(T, device=device))  # (B, T, d)
-        if bb.seg_emb is not None:
-            x = x + bb.seg_emb(batch["segments"])
-        states = [x]
-        mask, is_causal = bb._mask(T, 0, None if model.config.causal else keep, device, explicit=False)
-        for block in bb.blocks:
-            x, _ = block(x, mask, is_causal, None, False)
-            states.append(x)
-        h = F.layer_norm(torch.stack(states), (x.size(-1),))  # (L + 1, B, T, d)
+        B = ids.size(0)
+        # right padding is harmless to a causal model: no real token reads what follows it
+        states = bb.layer_states(ids, batch.get("segments"), None if model.config.causal else keep)
+        h = F.layer_norm(torch.stack(states), (states[0].size(-1),))  # (L + 1, B, T, d)
         if pool == "mean":
             w = keep[None, :, :, None].to(h.dtype)
             out.append((h * w).sum(2) / w.sum(2))

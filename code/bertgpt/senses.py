@@ -45,22 +45,11 @@ def load_senses(path: str | Path = SENSES_CSV) -> list[Occurrence]:
 
 def _layers(model, ids, segments):
     """Hidden states of every layer, (L + 1, T, d): the embeddings, then each block's output."""
-    backbone = model.backbone
-    states = []
-    hooks = [block.register_forward_hook(lambda _m, _i, out: states.append(out[0]))
-             for block in backbone.blocks]
-    try:
-        with torch.no_grad():
-            final = backbone(ids[None], segments[None])
-            x = backbone.tok_emb(ids) + backbone.pos_emb(torch.arange(len(ids), device=ids.device))
-            if backbone.seg_emb is not None:
-                x = x + backbone.seg_emb(segments)
-    finally:
-        for h in hooks:
-            h.remove()
-    # The last block's output is read after the final LayerNorm (pre-LN models have one), as the heads see it.
-    states[-1] = final
-    return torch.stack([x, *(s[0] for s in states)])
+    with torch.no_grad():
+        states = model.backbone.layer_states(ids[None], segments[None])
+        # the last block is read after the final LayerNorm (pre-LN models have one), as the heads see it
+        states[-1] = model.backbone.norm(states[-1])
+    return torch.stack([s[0] for s in states])
 
 
 def contextual_vectors(checkpoint, sentences: list[str], offsets: list[int], length: int,
