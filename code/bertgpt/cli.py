@@ -4,7 +4,7 @@
     python -m bertgpt bench --model gpt --preset mini --steps 20 --set vocab_size=100
     python -m bertgpt generate --checkpoint gpt-mini --prompt "the state of the union" --max-new-tokens 30
     python -m bertgpt fill --checkpoint bert-mini --text "the state of the [MASK] is strong"
-    python -m bertgpt finetune --checkpoint gpt-mini --task party --examples 300 --out runs/gpt-party
+    python -m bertgpt finetune --checkpoint gpt-mini --task era --examples 300 --out runs/gpt-era
     python -m bertgpt probe --checkpoint bert-mini --task era
 """
 

@@ -6,7 +6,7 @@ model's own loss as an auxiliary objective, L = L_task + λ·L_LM (λ = ``lm_coe
 BERT packs ``[CLS] text [SEP] text_b [SEP]`` with segment ids 0 and 1 and classifies the pooled
 ``[CLS]`` state; it has no auxiliary loss. Both put dropout 0.1 in front of the classifier::
 
-    clf, result = finetune("gpt-mini", load_task("party").subsample(300))
+    clf, result = finetune("gpt-mini", load_task("era").subsample(300))
     result["test_accuracy"], result["majority_baseline"]
     clf, result = finetune("bert-mini", task, from_scratch=True)   # same architecture, random init
 
