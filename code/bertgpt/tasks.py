@@ -1,12 +1,20 @@
 """Downstream tasks with real labels, built from the corpus, and the same from a CSV file.
 
 Four tasks come from the State of the Union addresses; each is a stand-in for a kind of task the
-2018 papers fine-tuned on (``party`` is confounded with period; see :func:`_party`)::
+2018 papers fine-tuned on::
 
     party          which party's president wrote a paragraph (Democratic / Republican)   ~ SST-2
     era            when a paragraph was written (before 1861 / 1861–1945 / after 1945)  ~ topic
     next           does paragraph B follow paragraph A in the same address?             ~ NSP, MRPC
     acceptability  a sentence as written, or with two neighbouring words swapped        ~ CoLA
+
+A warning about ``party``: in these splits it is confounded with period. In the training split the
+Democratic addresses are mostly from before 1861 or after 1945 and the Republican ones from
+1861–1945 (18/24/38 and 0/43/37 addresses), while the validation split's Democratic addresses are
+old and its Republican ones recent. A classifier that learns "the language of an era" therefore
+scores *below* chance on held-out addresses (measured with both mini models at 300 examples:
+validation accuracy 0.37–0.43 in five runs of six): the task shows what a spurious cue does, not how
+well a model reads politics.
 
 The splits follow the corpus's: training examples come from ``corpus.train`` documents, validation
 examples from ``corpus.val``, and test examples only from ``corpus.test`` — addresses that
@@ -119,15 +127,7 @@ PARTIES = ("Democratic", "Republican")
 
 
 def _party(docs, rng):
-    """Paragraphs labelled with their president's party.
-
-    A warning that comes with the data: party is confounded with period. In the training split
-    Democratic addresses are mostly from before 1861 or after 1945 and Republican ones from 1861–1945
-    (18/24/38 and 0/43/37 addresses), while the validation split's Democratic addresses are old and its
-    Republican ones recent. A classifier that learns "the language of an era" therefore scores *below*
-    chance on validation (0.37–0.46 for both mini models at 300 examples, measured): this task shows
-    what a spurious cue does, not how well a model reads politics.
-    """
+    """Paragraphs labelled with their president's party (see the warning in the module docstring)."""
     return [Example(p, PARTIES.index(d.meta["party"]), doc=d.id)
             for d in docs if d.meta.get("party") in PARTIES for p in _paragraphs(d)]
 
