@@ -17,12 +17,10 @@ test accuracy, its spread (max - min over seeds) and the gain of pretraining ove
 import argparse
 import dataclasses
 import json
-import os
 import statistics
 
-import torch
+from minis import load_minis
 
-import bertgpt
 from bertgpt.finetune import finetune
 from bertgpt.tasks import load_task
 
@@ -42,12 +40,7 @@ def main():
                         help="validation examples for early stopping (a fixed prefix of the shuffled split)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
-    os.environ.setdefault("BERTGPT_QUIET", "1")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
-    corpus = bertgpt.load_corpus()
-    checkpoints = {f: bertgpt.pretrained(f"{f}-mini", corpus=corpus, progress=False) for f in args.families}
+    corpus, checkpoints = load_minis(args.families, args.threads)
     runs = []
     for name in args.tasks:
         task = load_task(name, corpus)

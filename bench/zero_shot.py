@@ -28,12 +28,11 @@ Prints one JSON line per task and family.
 
 import argparse
 import json
-import os
 import random
 
 import torch
+from minis import load_minis
 
-import bertgpt
 from bertgpt.finetune import collate, encode
 from bertgpt.generate import log_likelihood, pseudo_log_likelihood, token_log_probs
 from bertgpt.tasks import load_task, swap_neighbours
@@ -111,12 +110,7 @@ def main():
     parser.add_argument("--span", type=int, default=60, help="tokens of A and of B that GPT reads on next")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
-    os.environ.setdefault("BERTGPT_QUIET", "1")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
-    corpus = bertgpt.load_corpus()
-    checkpoints = {f: bertgpt.pretrained(f"{f}-mini", corpus=corpus, progress=False) for f in args.families}
+    corpus, checkpoints = load_minis(args.families, args.threads)
     for name in args.tasks:
         task = load_task(name, corpus)
         for family, ck in checkpoints.items():
