@@ -8,7 +8,7 @@ order of batches. Accuracy is on the task's test split: addresses that neither p
 fine-tuning saw. Hyperparameters are fixed in advance; nothing is chosen on the test split.
 
     python bench/central_claim.py [--tasks era next] [--families gpt bert] [--examples 300] [--seeds 0 1 2]
-                                 [--lr 5e-4] [--lm-coef 0.5] [--freeze 0] [--threads 1]
+                                 [--lr 5e-4] [--lm-coef 0.5] [--freeze 0] [--restarts 1] [--threads 1]
 
 Prints one JSON line per run, then a JSON table: per task, family and initialisation, the mean
 test accuracy, its spread (max - min over seeds) and the gain of pretraining over scratch.
@@ -36,6 +36,8 @@ def main():
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--lm-coef", type=float, default=0.5, help="λ of GPT's auxiliary LM loss")
     parser.add_argument("--freeze", type=int, default=0, help="embeddings and lower blocks kept fixed")
+    parser.add_argument("--restarts", type=int, default=1,
+                        help="fine-tuning runs per seed, the best on validation kept (BERT's remedy)")
     parser.add_argument("--val", type=int, default=200,
                         help="validation examples for early stopping (a fixed prefix of the shuffled split)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
@@ -51,7 +53,7 @@ def main():
                 for scratch in (False, True):
                     _, r = finetune(checkpoints[family], small, epochs=args.epochs, lr=args.lr,
                                     lm_coef=args.lm_coef, patience=args.patience, from_scratch=scratch,
-                                    freeze=args.freeze, seed=seed, device="cpu")
+                                    freeze=args.freeze, restarts=args.restarts, seed=seed, device="cpu")
                     r.pop("history")
                     runs.append(r)
                     print(json.dumps(r), flush=True)
@@ -71,7 +73,8 @@ def main():
             row["majority_baseline"] = next(r["majority_baseline"] for r in runs if r["task"] == name)
             table[f"{name}/{family}"] = row
     print(json.dumps(dict(examples=args.examples, seeds=args.seeds, epochs=args.epochs, lr=args.lr,
-                          lm_coef=args.lm_coef, freeze=args.freeze, patience=args.patience, val=args.val,
+                          lm_coef=args.lm_coef, freeze=args.freeze, restarts=args.restarts,
+                          patience=args.patience, val=args.val,
                           table=table), indent=1))
     for key, row in table.items():
         p, s = row["pretrained"], row["scratch"]

@@ -138,7 +138,8 @@ def cmd_finetune(args) -> dict:
     ck = resolve(args.checkpoint, device=args.device)
     classifier, result = finetune(ck, _task(args), epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                                   lm_coef=args.lm_coef, freeze=args.freeze, from_scratch=args.from_scratch,
-                                  seed=args.seed, device=args.device, patience=args.patience)
+                                  seed=args.seed, device=args.device, patience=args.patience,
+                                  restarts=args.restarts)
     save_classifier(args.out, classifier.cpu(), source=str(args.checkpoint), metrics=result)
     return dict(**result, checkpoint=str(args.out))
 
@@ -192,6 +193,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--patience", type=int, default=_FINETUNE["patience"],
                    help="stop after this many epochs without a better validation accuracy")
     p.add_argument("--from-scratch", action="store_true", help="same architecture, random initialisation")
+    p.add_argument("--restarts", type=int, default=_FINETUNE["restarts"],
+                   help="runs with other fine-tuning seeds; the best on validation is kept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     p.set_defaults(run=cmd_finetune)

@@ -206,7 +206,8 @@ def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: tor
 
 def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_size: int = 16,
              lm_coef: float = 0.5, freeze: int = 0, from_scratch: bool = False, seed: int = 0,
-             device=None, patience: int = 2, warmup: float = 0.1, progress: bool = False):
+             device=None, patience: int = 2, warmup: float = 0.1, restarts: int = 1,
+             progress: bool = False):
     """Fine-tune a pretrained model on ``task``.
 
     ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint`, its directory or a pretrained name.
@@ -217,17 +218,41 @@ def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_si
     warming up; training stops after ``patience`` epochs without a better validation accuracy, and
     the best epoch's weights are kept.
 
+    ``restarts`` > 1 is BERT's remedy for fine-tuning that is unstable on small datasets (Devlin et
+    al., 2019, section 4.1): the run is repeated with other fine-tuning seeds (``seed + 1000 * i``:
+    the classifier's initialisation, dropout, batch order, and the weights when ``from_scratch``), and
+    the run with the best validation accuracy is kept. The first run is the one ``restarts=1`` gives.
+
     Returns ``(classifier, result)``; ``result`` holds ``val_accuracy`` (best epoch), ``test_accuracy``,
-    ``majority_baseline``, ``epochs_run``, ``best_epoch``, ``train_examples``, ``seconds`` and the
-    per-epoch ``history``.
+    ``majority_baseline``, ``epochs_run``, ``best_epoch``, ``train_examples``, ``seconds`` (all runs)
+    and the per-epoch ``history``; with restarts, ``run_seed`` (the kept run's) and every run's
+    ``restart_val_accuracies``.
     """
     if not task.val:
         raise ValueError(f"task {task.name!r} has no validation examples, which early stopping needs: "
                          "give the CSV a split column with some 'val' rows")
-    if epochs < 1 or batch_size < 1:
-        raise ValueError(f"epochs and batch_size must be positive, not {epochs} and {batch_size}")
+    if epochs < 1 or batch_size < 1 or restarts < 1:
+        raise ValueError(f"epochs, batch_size and restarts must be positive, not {epochs}, {batch_size} "
+                         f"and {restarts}")
     tic = time.perf_counter()
     ck = resolve(checkpoint)
+    settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, lm_coef=lm_coef, freeze=freeze,
+                    from_scratch=from_scratch, device=device, patience=patience, warmup=warmup,
+                    progress=progress)
+    runs = [_finetune_once(ck, task, seed=seed + 1000 * i, **settings) for i in range(restarts)]
+    classifier, result = max(runs, key=lambda run: run[1]["val_accuracy"])  # the first of equals
+    if restarts > 1:
+        result.update(restarts=restarts, run_seed=result["seed"], seed=seed,
+                      restart_val_accuracies=[r["val_accuracy"] for _, r in runs])
+    result.update(test_accuracy=_accuracy(classifier, task.test) if task.test else None,
+                  majority_baseline=task.majority_baseline() if task.test else None,
+                  seconds=round(time.perf_counter() - tic, 1))
+    return classifier, result
+
+
+def _finetune_once(ck, task: Task, epochs, lr, batch_size, lm_coef, freeze, from_scratch, seed, device,
+                   patience, warmup, progress):
+    """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""
     family = ck.config.family
     lm_coef = lm_coef if family == "gpt" else 0.0
     torch.manual_seed(seed)
@@ -257,11 +282,8 @@ def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_si
             break
     classifier.load_state_dict(best_state)
     classifier.eval()
-    result = dict(task=task.name, family=family, val_accuracy=best,
-                  test_accuracy=_accuracy(classifier, task.test) if task.test else None,
-                  majority_baseline=task.majority_baseline() if task.test else None,
-                  epochs_run=len(history), best_epoch=best_epoch, train_examples=len(task.train),
-                  seconds=round(time.perf_counter() - tic, 1), lm_coef=lm_coef, freeze=freeze,
+    result = dict(task=task.name, family=family, val_accuracy=best, epochs_run=len(history),
+                  best_epoch=best_epoch, train_examples=len(task.train), lm_coef=lm_coef, freeze=freeze,
                   from_scratch=from_scratch, seed=seed, lr=lr, batch_size=batch_size, history=history)
     return classifier, result
 
