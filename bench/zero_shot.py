@@ -1,7 +1,7 @@
 """Two tasks with no fine-tuning at all: what each pretraining objective already knows.
 
-Fine-tuned on a few hundred examples (``central_claim.py``), gpt-mini gains little on ``next`` and
-neither model leaves chance on ``acceptability``. This script asks the pretrained models directly.
+Fine-tuned on a few hundred examples (``central_claim.py``), gpt-mini reaches only 0.58 on ``next``
+and neither model leaves chance on ``acceptability``. This script asks the pretrained models directly.
 
 acceptability (a sentence as written, or with two neighbouring words swapped):
 

@@ -218,8 +218,8 @@ def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_si
     warming up; training stops after ``patience`` epochs without a better validation accuracy, and
     the best epoch's weights are kept.
 
-    ``restarts`` > 1 is BERT's remedy for fine-tuning that is unstable on small datasets (Devlin et
-    al., 2019, section 4.1): the run is repeated with other fine-tuning seeds (``seed + 1000 * i``:
+    ``restarts`` > 1 is the remedy Devlin et al. (2019, section 4.1) used when fine-tuning BERT-LARGE
+    on small datasets was unstable: the run is repeated with other fine-tuning seeds (``seed + 1000 * i``:
     the classifier's initialisation, dropout, batch order, and the weights when ``from_scratch``), and
     the run with the best validation accuracy is kept. The first run is the one ``restarts=1`` gives.
 
