@@ -134,7 +134,6 @@ def test_from_scratch_is_seeded_and_differs_from_pretrained(gpt_ck, party):
     assert not torch.equal(a.state_dict()[name], c.state_dict()[name])
 
 
-
 def test_restarts_keep_the_run_best_on_validation(gpt_ck, party):
     small = party.subsample(16)
     once = [finetune(gpt_ck, small, epochs=1, seed=2 + 1000 * i, device="cpu") for i in range(3)]
@@ -148,6 +147,7 @@ def test_restarts_keep_the_run_best_on_validation(gpt_ck, party):
     assert torch.equal(best.state_dict()[name], once[k][0].state_dict()[name])
     with pytest.raises(ValueError, match="restarts must be positive"):
         finetune(gpt_ck, small, restarts=0)
+
 
 @pytest.mark.parametrize("name", TASKS)
 def test_tasks_keep_documents_within_one_split(corpus, name):

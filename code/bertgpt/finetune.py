@@ -239,11 +239,15 @@ def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_si
     settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, lm_coef=lm_coef, freeze=freeze,
                     from_scratch=from_scratch, device=device, patience=patience, warmup=warmup,
                     progress=progress)
-    runs = [_finetune_once(ck, task, seed=seed + 1000 * i, **settings) for i in range(restarts)]
-    classifier, result = max(runs, key=lambda run: run[1]["val_accuracy"])  # the first of equals
+    best, vals = None, []
+    for i in range(restarts):  # keep one model at a time: the best so far, the first of equals
+        run = _finetune_once(ck, task, seed=seed + 1000 * i, **settings)
+        vals.append(run[1]["val_accuracy"])
+        if best is None or vals[-1] > best[1]["val_accuracy"]:
+            best = run
+    classifier, result = best
     if restarts > 1:
-        result.update(restarts=restarts, run_seed=result["seed"], seed=seed,
-                      restart_val_accuracies=[r["val_accuracy"] for _, r in runs])
+        result.update(restarts=restarts, run_seed=result["seed"], seed=seed, restart_val_accuracies=vals)
     result.update(test_accuracy=_accuracy(classifier, task.test) if task.test else None,
                   majority_baseline=task.majority_baseline() if task.test else None,
                   seconds=round(time.perf_counter() - tic, 1))
