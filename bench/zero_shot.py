@@ -33,6 +33,7 @@ import random
 import torch
 from minis import load_minis
 
+from bertgpt.evaluate import accuracy
 from bertgpt.finetune import collate, encode
 from bertgpt.generate import log_likelihood, pseudo_log_likelihood, token_log_probs
 from bertgpt.tasks import load_task, swap_neighbours
@@ -42,7 +43,7 @@ TASKS = ["acceptability", "next"]
 
 def accuracy_at(t: float, scores: list[float], labels: list[int]) -> float:
     """Accuracy of predicting label 1 exactly when ``score > t``."""
-    return sum((s > t) == bool(y) for s, y in zip(scores, labels)) / len(scores)
+    return accuracy(labels, [int(s > t) for s in scores])
 
 
 def best_threshold(scores: list[float], labels: list[int]) -> float:
@@ -82,8 +83,8 @@ def nsp_accuracy(ck, examples) -> float:
     model, hits = ck.model.eval(), 0
     for s in range(0, len(rows), 64):
         batch = collate(rows[s:s + 64], ck.tokenizer)
-        h = model.backbone(batch["input_ids"], batch["segments"], batch["pad_mask"])
-        hits += int((model.nsp_head(model.pooled(h)).argmax(-1) == batch["label"]).sum())
+        _, nsp = model(batch["input_ids"], batch["segments"], batch["pad_mask"])
+        hits += int((nsp.argmax(-1) == batch["label"]).sum())
     return hits / len(rows)
 
 
