@@ -45,3 +45,10 @@ def test_live_explore_starts_at_the_same_defaults(monkeypatch):
     assert widget.kwargs == dict(family="gpt", temperature=1.0, n=5)
     assert calls == [dict(family="gpt", temperature=1.0, n=5)]
     plt.close("all")
+
+
+def test_glue_without_myst_nb_shows_displayed_values_and_drops_hidden_ones(monkeypatch, capsys):
+    monkeypatch.setitem(__import__("sys").modules, "myst_nb", None)  # as on Colab: importing fails
+    widgets.glue("hidden", 0.25, display=False)
+    widgets.glue("shown", 0.75)
+    assert capsys.readouterr().out.strip() == "0.75"

@@ -1,4 +1,4 @@
-"""Interactive figures that fall back to a static picture.
+"""What a chapter notebook needs beyond the model: interactive figures with a static fallback, and glue.
 
 A chapter calls :func:`explore` with a plotting function and its controls. In Jupyter the reader gets
 sliders and drop-downs; in the rendered book, under the execution script (which sets the environment
@@ -93,3 +93,21 @@ def explore(plot: Callable[..., Any], **controls: Any):
     widget = interactive(draw, **{name: _widget(name, c) for name, c in controls.items()})
     display(widget)
     return widget
+
+
+def glue(name: str, value: Any, display: bool = True) -> None:
+    """Hand ``value`` to the book's prose as ``{glue:text}`name```, where MyST-NB is installed.
+
+    The rendered book reads glued values from the executed notebook. Where ``myst_nb`` is missing (a
+    learner's Colab runtime, say), a displayed value is shown as the cell's output and a hidden one is
+    dropped, so the chapter runs the same everywhere.
+    """
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as show
+
+            show(value)
+        return
+    myst_glue(name, value, display=display)
