@@ -4,7 +4,9 @@
 minutes on two CPU cores) and saves it under ``$BERTGPT_CACHE/models`` (default
 ``~/.cache/bertgpt``); later calls load it. The cache key covers the model and training configs,
 the corpus's content, the seed and the recipe version, so a change to any of them trains anew. An
-entry that fails its checks (half-written, truncated, altered) is rebuilt, never loaded.
+entry that fails its checks (half-written, truncated, altered) is rebuilt, never loaded. A lock file
+beside each entry lets one process at a time train and write it: two notebooks that ask for the same
+cold model train it once, and the second loads what the first wrote.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import dataclasses
 import hashlib
 import json
 import warnings
+
+from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
 from .config import FAMILIES, model_config, train_config
@@ -45,14 +49,16 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     directory, cfg, tcfg = cache_path(name, corpus, seed)
     family = cfg.family
-    if directory.exists():
-        try:
-            return load(directory, family, device or "cpu")
-        except CheckpointError as exc:
-            warnings.warn(f"rebuilding the cached {name}: {exc}", stacklevel=2)
-    model, tok, history = pretrain(corpus, cfg, tcfg, device=device, progress=progress)
-    save(directory, model.cpu(), tok, name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg),
-         metrics=summary(model, history), history=dict(train=history.train, val=history.val))
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
+        if directory.exists():
+            try:
+                return load(directory, family, device or "cpu")
+            except CheckpointError as exc:
+                warnings.warn(f"rebuilding the cached {name}: {exc}", stacklevel=2)
+        model, tok, history = pretrain(corpus, cfg, tcfg, device=device, progress=progress)
+        save(directory, model.cpu(), tok, name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg),
+             metrics=summary(model, history), history=dict(train=history.train, val=history.val))
     return load(directory, family, device or "cpu")
 
 
