@@ -1,0 +1,126 @@
+"""Every chapter, run whole as a learner runs it in Colab, and validated with nbval.
+
+Colab gives a kernel with torch already installed and no ``myst_nb``, and a chapter opened from the
+book's Colab button arrives alone, in an empty folder. So each test here builds a virtual environment
+with only torch, ipykernel and ipywidgets, copies the chapter into an empty folder, points the
+chapter's first cell (``scripts/first_cell.py``) at a git snapshot of this working tree instead of the
+public repository, and runs the notebook through nbval in that environment's kernel. The first cell
+must install the package and everything the chapter needs, and leave torch alone.
+
+A new chapter is covered without change: every ``chapters/*.ipynb`` is a test. Each has a time limit
+(``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 900); a chapter that runs past it fails with its name.
+The pretrained minis come from the shared model cache (``$BERTGPT_CACHE``), trained at most once
+under its lock, so two chapters can run at once (``pytest -n 2``).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+FIRST_CELL = (ROOT / "scripts" / "first_cell.py").read_text(encoding="utf-8")
+PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a learner installs from
+KERNEL = "bertgpt-colab"
+LIMIT = int(os.environ.get("BERTGPT_NOTEBOOK_LIMIT", "900"))
+ENVIRON = dict(os.environ)  # as the session started, before conftest points BERTGPT_CACHE elsewhere
+MINIS = ("gpt-mini", "bert-mini")
+
+pytestmark = pytest.mark.notebook
+
+
+def _snapshot(tree: Path) -> Path:
+    """The working tree as it is (tracked and untracked-but-not-ignored files), committed in a new repo."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        subprocess.run(git + args, cwd=tree, check=True)
+    return tree
+
+
+def _torch_stamp(venv: Path):
+    """What pip would change if it reinstalled torch: its dist-info directory and that directory's inode."""
+    (info,) = venv.glob("lib/python*/site-packages/torch-*.dist-info")
+    return info.name, info.stat().st_ino, info.stat().st_mtime_ns
+
+
+@pytest.fixture(scope="session")
+def colab(tmp_path_factory):
+    """A Colab-like kernel (torch, ipykernel, ipywidgets; nothing of the course) and a snapshot to install
+    from.
+
+    One per pytest-xdist worker, so that two chapters' first cells never pip-install into one
+    environment at the same time.
+    """
+    base = tmp_path_factory.mktemp("colab")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    version = torch.__version__.split("+")[0]  # the build this machine has; Colab brings its own
+    subprocess.run([str(python), "-m", "pip", "install", "-q", f"torch=={version}", "ipykernel",
+                    "ipywidgets"], check=True)
+    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", KERNEL],
+                   check=True, capture_output=True)
+    repo = _snapshot(base / "repo")
+    return dict(venv=venv, url=f"file://{repo}")
+
+
+@pytest.fixture(scope="session")
+def minis(worker_id):
+    """The shared pretrained minis, in the model cache before any chapter starts.
+
+    Each worker asks for them in its own order, so two workers train the two models side by side,
+    one core each, and then load what the other wrote.
+    """
+    names = MINIS if worker_id in ("master", "gw0") or int(worker_id[2:]) % 2 == 0 else MINIS[::-1]
+    script = "import bertgpt, sys\nfor name in sys.argv[1:]:\n    bertgpt.pretrained(name)"
+    subprocess.run([sys.executable, "-c", script, *names], check=True,
+                   env={**ENVIRON, "OMP_NUM_THREADS": "1"})
+
+
+def test_every_chapter_starts_with_the_first_cell():
+    for chapter in CHAPTERS:
+        cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+        first = next(c for c in cells if c["cell_type"] == "code")
+        assert "".join(first["source"]).strip() == FIRST_CELL.strip(), (
+            f"{chapter.name}: paste scripts/first_cell.py, unchanged, as the first code cell")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_runs_whole_as_in_colab(chapter, colab, minis, tmp_path):
+    notebook = json.loads(chapter.read_text(encoding="utf-8"))
+    first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+    first["source"] = "".join(first["source"]).replace(PUBLIC, colab["url"])
+    folder = tmp_path / "content"  # Colab's working folder, empty but for the chapter
+    folder.mkdir()
+    (folder / chapter.name).write_text(json.dumps(notebook), encoding="utf-8")
+
+    env = {k: v for k, v in ENVIRON.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(JUPYTER_PATH=str(colab["venv"] / "share" / "jupyter"), PYTHONNOUSERSITE="1",
+               BERTGPT_QUIET="1")
+    torch_before = _torch_stamp(colab["venv"])
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+               "--nbval-kernel-name", KERNEL, f"--nbval-cell-timeout={LIMIT}", chapter.name]
+    run = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, start_new_session=True)
+    try:
+        output, _ = run.communicate(timeout=LIMIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)  # nbval and the kernel it started
+        run.communicate()
+        pytest.fail(f"{chapter.name} ran past its limit of {LIMIT} s (BERTGPT_NOTEBOOK_LIMIT)")
+    assert run.returncode == 0, f"{chapter.name} failed in a Colab-like kernel:\n{output[-6000:]}"
+    assert _torch_stamp(colab["venv"]) == torch_before, f"{chapter.name}'s first cell reinstalled torch"
