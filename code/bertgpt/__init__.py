@@ -43,6 +43,6 @@ from .senses import contextual_vectors, load_senses, nearest_centroid_accuracy
 from .tasks import TASKS, Example, Task, load_task
 from .tokenizer import Tokenizer, tokenizer_for, train_tokenizer
 from .trainer import History, KeepBest, default_device, device_of, eval_mode, train, validate, validation
-from .wordvec import WordVectors, train_word_vectors
+from .wordvec import WordVecConfig, WordVectors, train_word_vectors
 
 __version__ = "0.1.0"
