@@ -72,7 +72,12 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """The fine-tuning recipe. Defaults from a sweep on the mini models (``bench/README.md``)."""
+    """The fine-tuning recipe: one run is one optimizer and one schedule (warm-up, then linear decay).
+
+    ``lr`` and ``epochs`` are the values the per-epoch loop used before; ``bench/finetune_sweep.py``
+    measures them against alternatives on validation, and its table in ``bench/README.md`` is to
+    replace them (not yet run).
+    """
 
     epochs: int = 3            #: passes over the training examples, at most (early stopping may end sooner)
     lr: float = 5e-4           #: peak learning rate
