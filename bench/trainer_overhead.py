@@ -39,7 +39,7 @@ def bare_loop(model, stream, steps, cfg):
 def package_loop(model, stream, steps, cfg):
     tcfg = bertgpt.TrainConfig(steps=steps, batch_size=32, lr=1e-3, warmup=5, eval_every=10**9)
     batches = gpt_batches(stream, cfg.context, 32, torch.Generator().manual_seed(0))
-    history = bertgpt.train(model, clm_loss, batches, tcfg, device="cpu", progress=True, desc="bertgpt loop")
+    history = bertgpt.train(model, clm_loss, batches, tcfg, progress="bertgpt loop")
     return history.tokens_per_second
 
 

@@ -10,7 +10,7 @@ acceptability (a sentence as written, or with two neighbouring words swapped):
 - *threshold*: GPT-1's zero-shot heuristic for CoLA (Radford et al., 2018, section 5): "acceptable"
   when the mean log-probability per token exceeds a threshold.
 
-GPT scores a text with its log-likelihood, BERT with its pseudo-log-likelihood (``bertgpt.generate``).
+GPT scores a text with its log-likelihood, BERT with its pseudo-log-likelihood (``bertgpt.scoring``).
 
 next (does paragraph B follow paragraph A):
 
@@ -34,9 +34,10 @@ import torch
 from minis import load_minis
 
 from bertgpt.evaluate import accuracy
-from bertgpt.finetune import collate, encode
-from bertgpt.generate import log_likelihood, pseudo_log_likelihood, token_log_probs
+from bertgpt.finetune import collate, pack_examples
+from bertgpt.scoring import log_likelihood, pseudo_log_likelihood, token_log_probs
 from bertgpt.tasks import load_task, swap_neighbours
+from bertgpt.trainer import eval_mode
 
 TASKS = ["acceptability", "next"]
 
@@ -63,7 +64,7 @@ def thresholded(score, val, test) -> dict:
 
 
 def acceptability(ck, task, n: int) -> dict:
-    scorer = log_likelihood if ck.config.causal else pseudo_log_likelihood
+    scorer = log_likelihood if ck.model.family == "gpt" else pseudo_log_likelihood
 
     def score(text):
         return scorer(ck.model, ck.tokenizer, text)
@@ -79,17 +80,19 @@ def acceptability(ck, task, n: int) -> dict:
 @torch.no_grad()
 def nsp_accuracy(ck, examples) -> float:
     """Accuracy of BERT's pretrained next-sentence head (class 1 = is next) on pair examples."""
-    rows = encode(ck.tokenizer, ck.config, examples)
-    model, hits = ck.model.eval(), 0
-    for s in range(0, len(rows), 64):
-        batch = collate(rows[s:s + 64], ck.tokenizer)
-        _, nsp = model(batch["input_ids"], batch["segments"], batch["pad_mask"])
-        hits += int((nsp.argmax(-1) == batch["label"]).sum())
+    rows = pack_examples(ck.tokenizer, "bert", ck.config.context, examples)
+    hits = 0
+    with eval_mode(ck.model) as model:
+        for s in range(0, len(rows), 64):
+            batch = collate(rows[s:s + 64], ck.tokenizer)
+            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
+                        predict=False)
+            hits += int((out.nsp_logits.argmax(-1) == batch["label"]).sum())
     return hits / len(rows)
 
 
 def next_paragraph(ck, task, n: int, span: int) -> dict:
-    if not ck.config.causal:
+    if ck.model.family == "bert":
         return dict(val_accuracy=round(nsp_accuracy(ck, task.val[:n]), 4),
                     test_accuracy=round(nsp_accuracy(ck, task.test[:n]), 4))
     tok = ck.tokenizer

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every check: lint, then the tests, two processes at a time (one per core).
+# Every check: lint, the import floors, then the tests, two processes at a time (one per core).
 #   bash scripts/test.sh                  everything: the chapters first, then the package and the site
 #   bash scripts/test.sh tests/test_x.py  only what you name (any pytest arguments)
 set -euo pipefail
@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 
 "$PYTHON" -m ruff check code tests bench scripts
+PYTHONPATH="code${PYTHONPATH:+:$PYTHONPATH}" lint-imports  # the floors of pyproject.toml's [tool.importlinter]
 if [ $# -gt 0 ]; then
     exec "$PYTHON" -m pytest "$@"
 fi

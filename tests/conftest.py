@@ -33,6 +33,32 @@ def bpe(corpus):
 
 
 def tiny(family, **overrides):
-    cfg = bertgpt.model_config("tiny", family, dropout=0.0, **overrides)
+    cfg = bertgpt.model_config("tiny", family, **{"dropout": 0.0, **overrides})
     torch.manual_seed(0)
     return bertgpt.build(cfg)
+
+
+@pytest.fixture(scope="session")
+def gpt(wordpiece):
+    """A tiny GPT on the WordPiece vocabulary, random weights, eval mode."""
+    return tiny("gpt", vocab_size=wordpiece.vocab_size).eval()
+
+
+@pytest.fixture(scope="session")
+def bert(wordpiece):
+    return tiny("bert", vocab_size=wordpiece.vocab_size).eval()
+
+
+@pytest.fixture(scope="session")
+def gpt_ck(bpe):
+    return bertgpt.Checkpoint(tiny("gpt", vocab_size=bpe.vocab_size), bpe, {})
+
+
+@pytest.fixture(scope="session")
+def bert_ck(wordpiece):
+    return bertgpt.Checkpoint(tiny("bert", vocab_size=wordpiece.vocab_size), wordpiece, {})
+
+
+@pytest.fixture(scope="session")
+def party(corpus):
+    return bertgpt.load_task("party", corpus)

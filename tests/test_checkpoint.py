@@ -1,4 +1,4 @@
-import os
+import json
 
 import pytest
 import torch
@@ -30,10 +30,36 @@ def test_a_truncated_checkpoint_is_refused(tmp_path, bpe):
     path = bertgpt.save(tmp_path / "ck", tiny("gpt", vocab_size=bpe.vocab_size), bpe)
     weights = path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
-    with pytest.raises(CheckpointError, match="corrupt"):
+    with pytest.raises(CheckpointError, match="does not match the hash"):
         bertgpt.load(path)
     with pytest.raises(CheckpointError, match="no checkpoint at"):
         bertgpt.load(tmp_path / "elsewhere")
+
+
+def _damage(path, how):
+    """Spoil a checkpoint directory ``path`` in one of the ways a real one gets spoilt."""
+    config = path / "config.json"
+    if how == "truncated config.json":
+        config.write_text(config.read_text()[:40])
+    elif how == "another format":
+        config.write_text(json.dumps({**json.loads(config.read_text()), "format": 99}))
+    elif how == "stale config":  # a field that this version's ModelConfig does not have
+        info = json.loads(config.read_text())
+        config.write_text(json.dumps({**info, "config": {**info["config"], "n_layers": 2}}))
+    elif how == "empty directory":
+        for f in path.iterdir():
+            f.unlink()
+
+
+DAMAGES = ["truncated config.json", "another format", "stale config", "empty directory"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_malformed_checkpoint_raises_the_packages_error_naming_the_file_and_the_fix(tmp_path, bpe, how):
+    path = bertgpt.save(tmp_path / "ck", tiny("gpt", vocab_size=bpe.vocab_size), bpe)
+    _damage(path, how)
+    with pytest.raises(CheckpointError, match=r"(config\.json|incomplete).*(save or train|train it)"):
+        bertgpt.load(path)
 
 
 def test_an_interrupted_save_leaves_the_previous_checkpoint_intact(tmp_path, bpe, monkeypatch):
@@ -55,21 +81,13 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint_intact(tmp_path, bpe
     assert torch.equal(loaded.model.backbone.tok_emb.weight, first.backbone.tok_emb.weight)
 
 
-def test_pretrained_trains_once_then_loads_and_rebuilds_a_damaged_entry(corpus):
-    first = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
-    directory, _, _ = bertgpt.hub.cache_path("gpt-tiny", corpus)
-    stamp = os.stat(directory / "model.safetensors").st_mtime_ns
-    again = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
-    assert os.stat(directory / "model.safetensors").st_mtime_ns == stamp  # loaded, not retrained
-    assert torch.equal(first.model.lm_head.weight, again.model.lm_head.weight)
-    weights = directory / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a half-written file
-    with pytest.warns(UserWarning, match="rebuilding the cached gpt-tiny"):
-        rebuilt = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
-    assert torch.equal(rebuilt.model.lm_head.weight, first.model.lm_head.weight)  # seeded: same model
-    assert rebuilt.info["metrics"]["val_loss"] < rebuilt.info["history"]["train"][0]["loss"]
-
-
-def test_unknown_pretrained_name_lists_the_choices():
-    with pytest.raises(ValueError, match="choose one of gpt-tiny"):
-        bertgpt.pretrained("gpt-huge")
+def test_one_loader_for_both_kinds_refuses_the_other_kind(tmp_path, bert_ck, party):
+    clf = bertgpt.Classifier(bert_ck.model, bert_ck.tokenizer, party.labels, lm_coef=0.0)
+    bertgpt.save_classifier(tmp_path / "clf", clf)
+    bertgpt.save(tmp_path / "plain", bert_ck.model, bert_ck.tokenizer)
+    with pytest.raises(CheckpointError, match="holds a model, not a classifier: load it with bertgpt.load$"):
+        bertgpt.load_classifier(tmp_path / "plain")
+    with pytest.raises(CheckpointError, match="holds a classifier, not a model: load it with bertgpt.load_c"):
+        bertgpt.load(tmp_path / "clf")
+    with pytest.raises(CheckpointError, match="no training state"):
+        bertgpt.checkpoint.load_training_state(tmp_path / "plain")

@@ -1,8 +1,56 @@
 """bertgpt.hub: the cache of pretrained models, shared safely between processes."""
 
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
+import torch
+
+import bertgpt
+from test_checkpoint import DAMAGES, _damage
+
+
+def test_pretrained_trains_once_then_loads_and_rebuilds_a_damaged_entry(corpus):
+    first = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
+    directory = bertgpt.hub.cache_path("gpt-tiny", corpus)
+    stamp = os.stat(directory / "model.safetensors").st_mtime_ns
+    again = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
+    assert os.stat(directory / "model.safetensors").st_mtime_ns == stamp  # loaded, not retrained
+    assert torch.equal(first.model.lm_head.weight, again.model.lm_head.weight)
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a half-written file
+    with pytest.warns(UserWarning, match="rebuilding the cached gpt-tiny"):
+        rebuilt = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
+    assert torch.equal(rebuilt.model.lm_head.weight, first.model.lm_head.weight)  # seeded: same model
+    assert rebuilt.info["metrics"]["val_loss"] < rebuilt.info["history"]["train"][0]["loss"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_malformed_cache_entry_is_rebuilt(corpus, how):
+    first = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
+    _damage(bertgpt.hub.cache_path("gpt-tiny", corpus), how)
+    with pytest.warns(UserWarning, match="rebuilding the cached gpt-tiny"):
+        rebuilt = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
+    assert torch.equal(rebuilt.model.lm_head.weight, first.model.lm_head.weight)
+
+
+def test_untrained_gives_the_architecture_and_tokenizer_and_never_pretrains(corpus):
+    blank = bertgpt.untrained("bert-tiny", corpus=corpus, seed=1)
+    cfg, _ = bertgpt.hub.pretrained_configs("bert-tiny")
+    assert blank.model.family == "bert" and blank.config.n_layer == cfg.n_layer
+    assert blank.config.vocab_size == blank.tokenizer.vocab_size
+    assert not (bertgpt.tokenizer.cache_dir() / "models").exists() or not any(
+        p.name.startswith("bert-tiny") for p in (bertgpt.tokenizer.cache_dir() / "models").iterdir())
+    again = bertgpt.untrained("bert-tiny", corpus=corpus, seed=1)
+    assert torch.equal(blank.model.backbone.tok_emb.weight, again.model.backbone.tok_emb.weight)
+
+
+def test_unknown_pretrained_name_lists_the_choices():
+    with pytest.raises(ValueError, match="choose one of gpt-tiny"):
+        bertgpt.pretrained("gpt-huge")
+
 
 CHILD = textwrap.dedent("""
     import sys

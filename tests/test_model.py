@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -11,9 +13,21 @@ def test_later_tokens_change_earlier_outputs_only_without_the_causal_mask(family
     idx = torch.randint(8, 512, (1, 16))
     changed = idx.clone()
     changed[0, 10:] = torch.randint(8, 512, (6,))
-    h1, h2 = model.backbone(idx), model.backbone(changed)
+    h1, h2 = model(idx).hidden, model(changed).hidden
     same_prefix = torch.allclose(h1[0, :10], h2[0, :10], atol=1e-6)
     assert same_prefix == (family == "gpt")
+
+
+@pytest.mark.parametrize("cls", [bertgpt.GPT, bertgpt.BERT])
+@pytest.mark.parametrize("causal", [True, False])
+def test_either_class_takes_either_setting_of_the_one_switch(cls, causal):
+    cfg = bertgpt.model_config("tiny", "bert", dropout=0.0)
+    model = cls(dataclasses.replace(cfg, causal=causal)).eval()
+    idx = torch.randint(8, 512, (1, 12))
+    changed = idx.clone()
+    changed[0, 8] = 9
+    moved = (model(idx).logits - model(changed).logits).abs().amax(-1)[0] > 1e-6
+    assert moved[:8].any() != causal and moved[8:].all()
 
 
 def test_gradient_of_a_causal_output_wrt_later_inputs_is_zero():
@@ -22,7 +36,7 @@ def test_gradient_of_a_causal_output_wrt_later_inputs_is_zero():
     # run the blocks on embeddings we hold, so the gradient reaches each input position
     h = x + model.backbone.pos_emb(torch.arange(12))
     for block in model.backbone.blocks:
-        h, _ = block(h, None, True, None, False)
+        h, _ = block(h)
     (h[0, 5] * torch.randn(h.size(-1))).sum().backward()  # a LayerNorm output's plain sum is constant
     assert x.grad[0, 6:].abs().max() == 0
     assert x.grad[0, :6].abs().max() > 0
@@ -32,12 +46,28 @@ def test_gradient_of_a_causal_output_wrt_later_inputs_is_zero():
 def test_attention_weights_match_the_fused_kernel_and_respect_the_mask(family):
     model = tiny(family).eval()
     idx = torch.randint(8, 512, (2, 10))
-    fused = model.backbone(idx)
-    explicit, attention = model.backbone(idx, return_attention=True)
-    assert torch.allclose(fused, explicit, atol=1e-5)
+    fused = model(idx)
+    explicit = model(idx, attention=True)
+    attention = explicit.attention
+    assert fused.attention is None and torch.allclose(fused.logits, explicit.logits, atol=1e-5)
     assert len(attention) == 2 and attention[0].shape == (2, 2, 10, 10)
     future = torch.triu(torch.ones(10, 10, dtype=torch.bool), diagonal=1)
     assert (attention[0][..., future].abs().max() == 0) == (family == "gpt")
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_one_forward_gives_states_heads_and_logits_where_asked(family):
+    model = tiny(family).eval()
+    idx = torch.randint(8, 512, (2, 10))
+    chosen = torch.zeros(2, 10, dtype=torch.bool)
+    chosen[0, 3] = chosen[1, 5] = chosen[1, 7] = True
+    full = model(idx, states=True)
+    assert len(full.states) == model.config.n_layer + 1 and full.states[-1] is full.hidden
+    assert torch.allclose(model(idx, predict=chosen).logits, full.logits[chosen], atol=1e-5)  # (3, V)
+    assert model(idx, predict=False).logits is None
+    assert (full.nsp_logits is None) == (family == "gpt")
+    if family == "bert":
+        assert full.nsp_logits.shape == (2, 2) and full.pooled.shape == (2, model.config.d_model)
 
 
 @pytest.mark.parametrize("family", ["gpt", "bert"])
@@ -53,7 +83,7 @@ def test_padding_is_never_attended_to():
     ids = torch.randint(8, 512, (1, 7))
     padded = torch.cat([ids, torch.zeros(1, 5, dtype=torch.long)], 1)
     mask = torch.cat([torch.ones(1, 7), torch.zeros(1, 5)], 1).long()
-    assert torch.allclose(model.backbone(ids), model.backbone(padded, pad_mask=mask)[:, :7], atol=1e-5)
+    assert torch.allclose(model(ids).hidden, model(padded, pad_mask=mask).hidden[:, :7], atol=1e-5)
 
 
 def test_a_sequence_longer_than_the_context_is_refused_with_the_fix():
@@ -72,14 +102,15 @@ def test_paper_presets_have_the_papers_parameter_counts(name, paper):
 def test_kv_cache_gives_the_same_logits_as_the_full_sequence():
     model = tiny("gpt").eval()
     idx = torch.randint(8, 512, (2, 12))
-    full = model(idx)
+    full = model(idx).logits
     cache = bertgpt.KVCache()
-    steps = [model(idx[:, :5], cache=cache)] + [model(idx[:, t:t + 1], cache=cache) for t in range(5, 12)]
+    steps = [model(idx[:, :5], cache=cache).logits]
+    steps += [model(idx[:, t:t + 1], cache=cache).logits for t in range(5, 12)]
     assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
 
 
 def test_pre_and_post_norm_both_build_and_differ():
     post, pre = tiny("gpt", norm="post"), tiny("gpt", norm="pre")
     idx = torch.randint(8, 512, (1, 8))
-    assert not torch.allclose(post.eval()(idx), pre.eval()(idx))
+    assert not torch.allclose(post.eval()(idx).logits, pre.eval()(idx).logits)
     assert isinstance(pre.backbone.norm, torch.nn.LayerNorm)

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 import bertgpt
+from bertgpt.checkpoint import load_training_state
+from bertgpt.inputs import IGNORE
 from bertgpt.pretraining import (
-    IGNORE,
     bert_batches,
     clm_loss,
     document_sentences,
@@ -88,13 +89,26 @@ def test_bert_batches_have_segments_padding_and_fresh_masks(corpus, wordpiece):
     assert not all(torch.equal(seen[0], s) for s in seen[1:])
 
 
+def test_static_masking_repeats_the_drawn_batches_and_dynamic_masking_does_not(corpus, wordpiece):
+    docs = document_sentences(wordpiece, corpus.train[:4])
+    per_pass = len(nsp_pairs(docs, 29, torch.Generator().manual_seed(0))) // 8
+    static = bert_batches(docs, wordpiece, 32, 8, 0.15, torch.Generator().manual_seed(0), dupe_factor=2)
+    first_round = [next(static)["labels"] for _ in range(2 * per_pass)]  # two passes: the whole draw
+    second_round = [next(static)["labels"] for _ in range(2 * per_pass)]
+    key = lambda labels: labels.flatten().tolist()  # noqa: E731
+    assert sorted(map(key, first_round)) == sorted(map(key, second_round))  # same masks, new order
+    dynamic = bert_batches(docs, wordpiece, 32, 8, 0.15, torch.Generator().manual_seed(0))
+    drawn = [key(next(dynamic)["labels"]) for _ in range(4 * per_pass)]
+    assert len(set(map(tuple, drawn))) == len(drawn)
+
+
 def test_clm_loss_ignores_padding_targets():
     model = tiny("gpt").eval()
     x = torch.randint(8, 512, (2, 10))
     y = torch.randint(8, 512, (2, 10))
     padded_y = y.clone()
     padded_y[:, 7:] = IGNORE
-    expected = torch.nn.functional.cross_entropy(model(x)[:, :7].flatten(0, 1), y[:, :7].flatten())
+    expected = torch.nn.functional.cross_entropy(model(x).logits[:, :7].flatten(0, 1), y[:, :7].flatten())
     assert clm_loss(model, (x, padded_y)).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
@@ -126,7 +140,8 @@ def test_a_model_can_drive_the_loss_near_zero_on_one_batch(family, corpus, wordp
         loss_fn = mlm_nsp_loss
     cfg = bertgpt.TrainConfig(steps=300, batch_size=4, lr=3e-3, warmup=10, decay="constant", weight_decay=0)
     same_batch = iter(lambda: batch, None)
-    history = bertgpt.train(model, loss_fn, same_batch, cfg, [batch], device="cpu", progress=False)
+    history = bertgpt.train(model, loss_fn, same_batch, cfg, evaluate=bertgpt.validation(loss_fn, [batch]),
+                            progress=False)
     assert history.train[0]["loss"] > 3
     assert history.val[-1]["loss"] < 0.05
 
@@ -142,26 +157,28 @@ def test_seeded_runs_repeat_exactly_on_cpu(corpus):
     assert other[2].train[-1]["loss"] != runs[0][2].train[-1]["loss"]
 
 
-def test_warmup_then_decay_schedule():
-    from bertgpt.trainer import lr_factor
-    cfg = bertgpt.TrainConfig(steps=100, warmup=10, decay="cosine")
-    factors = [lr_factor(s, cfg) for s in range(100)]
-    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(factors[9:], factors[10:]))
-    assert factors[-1] < 0.01
-    linear = bertgpt.TrainConfig(steps=100, warmup=10, decay="linear")
-    assert lr_factor(55, linear) == pytest.approx(0.5)
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(family, corpus, tmp_path,
+                                                                          monkeypatch):
+    cfg = bertgpt.model_config("tiny", family)  # dropout on: the RNG state must resume too
+    tcfg = bertgpt.train_config("tiny", family, steps=12, eval_every=4, warmup=3)
+    whole, _, history = bertgpt.pretrain(corpus, cfg, tcfg, device="cpu", progress=False)
+    real_save, saved = bertgpt.pretraining.save, []
 
+    def save_then_crash(*args, **kwargs):
+        real_save(*args, **kwargs)
+        saved.append(kwargs["training_state"]["step"])
+        if len(saved) == 2:
+            raise KeyboardInterrupt  # the run dies right after its checkpoint at step 8
 
-def test_gradient_accumulation_matches_one_large_batch():
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randint(8, 512, (8, 16), generator=g), torch.randint(8, 512, (8, 16), generator=g)
-    results = []
-    for batch_size, accumulate in [(8, 1), (4, 2)]:
-        model = tiny("gpt")
-        halves = iter([(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, 8, batch_size)])
-        cfg = bertgpt.TrainConfig(steps=1, batch_size=batch_size, accumulate=accumulate, warmup=1,
-                                  grad_clip=0)
-        bertgpt.train(model, clm_loss, halves, cfg, device="cpu", progress=False)
-        results.append(model.backbone.tok_emb.weight.detach().clone())
-    assert torch.allclose(results[0], results[1], atol=1e-6)
+    monkeypatch.setattr("bertgpt.pretraining.save", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        bertgpt.pretrain(corpus, cfg, tcfg, device="cpu", progress=False, out=tmp_path / "run")
+    monkeypatch.undo()
+    assert saved == [4, 8] and load_training_state(tmp_path / "run")["step"] == 8
+    resumed, _, again = bertgpt.resume(tmp_path / "run", corpus, device="cpu", progress=False)
+    for (name, p), q in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert again.train == history.train and again.val == history.val
+    with pytest.raises(bertgpt.CheckpointError, match="another corpus"):
+        bertgpt.resume(tmp_path / "run", bertgpt.Corpus("other", corpus.documents[:20]), device="cpu")

@@ -1,7 +1,6 @@
 """The labelled occurrences of "interest", contextual vectors and the nearest-centroid classifier."""
 
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -38,7 +37,7 @@ def test_separated_vectors_score_one():
 def test_contextual_vectors_shape_and_context(family, wordpiece):
     torch.manual_seed(0)
     model = bertgpt.build(bertgpt.model_config("tiny", family)).eval()
-    ck = SimpleNamespace(model=model, tokenizer=wordpiece)
+    ck = bertgpt.Checkpoint(model, wordpiece, {})
     sentences = ["the interest on the debt", "in the public interest of all"]
     offsets = [s.index("interest") for s in sentences]
     X = contextual_vectors(ck, sentences, offsets, len("interest"))

@@ -3,25 +3,46 @@
 The package behind the course "The 2018 pretraining paradigm — GPT-1 against BERT"::
 
     import bertgpt
-    gpt = bertgpt.pretrained("gpt-mini")            # trained once, then cached
+    gpt = bertgpt.pretrained("gpt-mini")            # trained once (with a progress bar), then cached
     bert = bertgpt.pretrained("bert-mini")
+    clf, result = bertgpt.finetune(bert, bertgpt.load_task("era").subsample(300))
     bertgpt.count_parameters(bertgpt.build(bertgpt.model_config("bert-base")))
 """
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import PRESETS, ModelConfig, TrainConfig, apply_overrides, model_config, train_config
+from .config import (
+                     PRESETS,
+                     FinetuneConfig,
+                     ModelConfig,
+                     TrainConfig,
+                     apply_overrides,
+                     model_config,
+                     train_config,
+)
 from .corpus import Corpus, Document, load_corpus
 from .evaluate import accuracy, cloze_accuracy, confusion_matrix, f1, masked_token_accuracy, perplexity
 from .finetune import Classifier, finetune, load_classifier, predict, save_classifier
-from .generate import fill_mask, generate, log_likelihood, pseudo_log_likelihood, top_k_filter, top_p_filter
-from .hub import pretrained
-from .model import BERT, GPT, Backbone, KVCache, build, count_parameters, parameter_breakdown
-from .pretraining import IGNORE, mask_tokens, nsp_pairs, pretrain
+from .generate import Sampling, fill_mask, generate, top_k_filter, top_p_filter
+from .hub import pretrained, untrained
+from .inputs import IGNORE
+from .model import (
+                     BERT,
+                     GPT,
+                     Backbone,
+                     KVCache,
+                     Output,
+                     build,
+                     count_parameters,
+                     init_weights,
+                     parameter_breakdown,
+)
+from .pretraining import mask_tokens, nsp_pairs, pretrain, resume
 from .probes import probe
+from .scoring import log_likelihood, pseudo_log_likelihood
 from .senses import contextual_vectors, load_senses, nearest_centroid_accuracy
 from .tasks import TASKS, Example, Task, load_task
 from .tokenizer import Tokenizer, tokenizer_for, train_tokenizer
-from .trainer import History, default_device, train, validate
-from .wordvec import WordVectors, train_word_vectors
+from .trainer import History, KeepBest, default_device, device_of, eval_mode, train, validate, validation
+from .wordvec import WordVecConfig, WordVectors, train_word_vectors
 
 __version__ = "0.1.0"

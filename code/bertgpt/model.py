@@ -1,18 +1,27 @@
 """One Transformer skeleton, two 2018 models.
 
 The backbone (token + position (+ segment) embeddings, ``n_layer`` blocks) is the same for GPT and
-BERT. The one switch is ``config.causal``: with it, position i attends to positions <= i only, and
-the model can be trained to predict the next token; without it, every position sees every other,
-and the model must be trained on corrupted inputs (masked LM) instead.
+BERT. The one switch is ``config.causal``, read where attention is computed (:class:`Attention`):
+with it, position i attends to positions <= i only, and the model can be trained to predict the
+next token; without it, every position sees every other, and the model must be trained on
+corrupted inputs (masked LM) instead.
 
 - :class:`GPT`: backbone + a language-model head tied to the token embedding.
 - :class:`BERT`: backbone + a masked-LM head (transform, tied decoder, output bias) and a
   next-sentence head on the pooled ``[CLS]`` state.
+
+Each class has one keyword-only ``forward`` that returns an :class:`Output`; every caller goes
+through it::
+
+    gpt(idx).logits                                    # (B, T, V) next-token logits
+    bert(idx, segments=s, pad_mask=m, predict=labels != IGNORE).logits   # (N, V) where masked
+    bert(idx).nsp_logits, bert(idx, predict=False, states=True).states   # heads, every layer
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -44,17 +53,25 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
         self.n_head, self.layer, self.dropout = cfg.n_head, layer, cfg.dropout
+        self.causal = cfg.causal  # the one switch between the two 2018 models
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, mask=None, is_causal=False, cache=None, need_weights=False):
+    def forward(self, x, *, mask=None, cache=None, need_weights=False):
+        """``mask`` (broadcastable to (B, nh, T, S)) is True where a query may read a key: padding,
+        or any pattern of a demonstration; the causal triangle is added here, from the config."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         shape = (B, T, self.n_head, C // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # (B, nh, S, hs), S = positions so far
+        S = k.size(2)
+        fused_causal = self.causal and mask is None and S == T and not need_weights
+        if self.causal and not fused_causal:  # query i (absolute position S - T + i) reads keys <= it
+            triangle = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+            mask = triangle if mask is None else mask & triangle
         weights = None
         if need_weights:  # the same computation written out, to keep the (B, nh, T, S) weights for plots
             scores = q @ k.transpose(-2, -1) / math.sqrt(k.size(-1))
@@ -62,8 +79,8 @@ class Attention(nn.Module):
                 scores = scores.masked_fill(~mask, float("-inf"))
             weights = scores.softmax(dim=-1)
             y = self.drop(weights) @ v
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+        else:  # fused_causal: the kernel builds the triangle itself
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=fused_causal,
                                                dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d)
         return self.drop(self.proj(y)), weights
@@ -81,16 +98,29 @@ class Block(nn.Module):
                                  nn.Linear(cfg.d_ff, cfg.d_model), nn.Dropout(cfg.dropout))
         self.ln2 = nn.LayerNorm(cfg.d_model)
 
-    def forward(self, x, mask, is_causal, cache, need_weights):
+    def forward(self, x, *, mask=None, cache=None, need_weights=False):
+        """(output (B, T, d), attention weights (B, nh, T, S) or None); see :class:`Attention`."""
         if self.pre_norm:  # GPT-2 onward: normalise the branch's input, keep the residual path clean
-            a, weights = self.attn(self.ln1(x), mask, is_causal, cache, need_weights)
+            a, weights = self.attn(self.ln1(x), mask=mask, cache=cache, need_weights=need_weights)
             x = x + a
             x = x + self.mlp(self.ln2(x))
         else:  # both 2018 papers, as the original Transformer: normalise after each residual add
-            a, weights = self.attn(x, mask, is_causal, cache, need_weights)
+            a, weights = self.attn(x, mask=mask, cache=cache, need_weights=need_weights)
             x = self.ln1(x + a)
             x = self.ln2(x + self.mlp(x))
         return x, weights
+
+
+@dataclass
+class Output:
+    """What a forward pass returns; the optional parts are None unless asked for."""
+
+    hidden: torch.Tensor                         #: (B, T, d): the last layer, as the heads read it
+    logits: torch.Tensor | None = None           #: vocabulary logits (B, T, V), or (N, V) at ``predict``
+    states: list[torch.Tensor] | None = None     #: ``states=True``: embeddings, then every block (B, T, d)
+    attention: list[torch.Tensor] | None = None  #: ``attention=True``: per layer (B, n_head, T, S)
+    pooled: torch.Tensor | None = None           #: BERT: the ``[CLS]`` summary (B, d)
+    nsp_logits: torch.Tensor | None = None       #: BERT: (B, 2); class 1 means "B follows A"
 
 
 class Backbone(nn.Module):
@@ -104,20 +134,6 @@ class Backbone(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
-    def _mask(self, T, start, pad_mask, device, explicit):
-        """A boolean (B|1, 1, T, S) mask, True where attention is allowed, or None with is_causal."""
-        causal = self.config.causal
-        if causal and pad_mask is None and start == 0 and not explicit:
-            return None, True  # the fused kernel builds the triangle itself
-        mask = None
-        if causal:  # query i (absolute position start + i) may see keys 0 .. start + i
-            keys = torch.arange(start + T, device=device)
-            mask = (keys[None, :] <= torch.arange(start, start + T, device=device)[:, None])[None, None]
-        if pad_mask is not None:  # padding is never attended to
-            pad = pad_mask.bool()[:, None, None, :]
-            mask = pad if mask is None else mask & pad
-        return mask, False
-
     def embed(self, idx, segments=None, start: int = 0):
         """Token + position (+ segment) embeddings (B, T, d) of ids (B, T) starting at position ``start``."""
         T = idx.size(1)
@@ -129,69 +145,89 @@ class Backbone(nn.Module):
             x = x + self.seg_emb(segments if segments is not None else torch.zeros_like(idx))
         return x
 
-    def layer_states(self, idx, segments=None, pad_mask=None) -> list[torch.Tensor]:
-        """What each depth of the stack holds: the embeddings, then every block's output (before the
-        final norm of pre-LN models), ``n_layer + 1`` tensors (B, T, d). For probes; no dropout."""
-        x = self.embed(idx, segments)
-        mask, is_causal = self._mask(idx.size(1), 0, pad_mask, idx.device, explicit=False)
-        states = [x]
-        for block in self.blocks:
-            x, _ = block(x, mask, is_causal, None, False)
-            states.append(x)
-        return states
-
-    def forward(self, idx, segments=None, pad_mask=None, cache=None, return_attention=False):
-        """Hidden states (B, T, d) of token ids ``idx`` (B, T).
+    def forward(self, idx, *, segments=None, pad_mask=None, mask=None, cache=None, states=False,
+                attention=False) -> Output:
+        """The stack on token ids ``idx`` (B, T): an :class:`Output` with ``hidden`` (B, T, d).
 
         ``segments`` (B, T) holds 0 for sentence A and 1 for B; ``pad_mask`` (B, S) is 1 for real
-        tokens and 0 for padding; ``cache`` is a :class:`KVCache` for incremental decoding. With
-        ``return_attention`` the per-layer attention weights (B, n_head, T, S) come back too.
+        tokens and 0 for padding, which is never attended to; ``mask`` is any other boolean pattern
+        (True where a query may read a key), for demonstrations; ``cache`` is a :class:`KVCache` for
+        incremental decoding. ``states`` keeps what each depth holds, the embeddings then every
+        block's output (the last one after the final LayerNorm of pre-LN models, as the heads read
+        it); ``attention`` keeps every layer's attention weights.
         """
-        T = idx.size(1)
         start = len(cache) if cache is not None else 0
         x = self.drop(self.embed(idx, segments, start))
-        mask, is_causal = self._mask(T, start, pad_mask, idx.device, explicit=return_attention)
-        attention = []
+        if pad_mask is not None:
+            pad = pad_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+            mask = pad if mask is None else mask & pad
+        kept, weights = [x], []
         for block in self.blocks:
-            x, weights = block(x, mask, is_causal, cache, return_attention)
-            attention.append(weights)
+            x, w = block(x, mask=mask, cache=cache, need_weights=attention)
+            kept.append(x)
+            weights.append(w)
         x = self.norm(x)
-        return (x, attention) if return_attention else x
+        kept[-1] = x
+        return Output(hidden=x, states=kept if states else None, attention=weights if attention else None)
 
 
-def _init_weights(module: nn.Module) -> None:
-    """Both papers: weights from N(0, 0.02), biases zero, LayerNorm the identity."""
+def init_weights(module: nn.Module) -> None:
+    """Both papers: weights from N(0, 0.02), biases zero, LayerNorm the identity (PyTorch's default)."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
 
 
+def _at(hidden, predict):
+    """The states the vocabulary head scores: all (B, T, d), those where ``predict`` (B, T) is True
+    (N, d), or none."""
+    if predict is True:
+        return hidden
+    return None if predict is False else hidden[predict]
+
+
 class GPT(nn.Module):
-    """A causal Transformer language model: logits for the next token at every position."""
+    """A Transformer language model: logits for the next token at every position.
+
+    Causal with a GPT config; with ``causal=False`` every position sees the token it must predict
+    (the leak of chapter 2).
+    """
+
+    family = "gpt"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if not cfg.causal:
-            raise ValueError("GPT needs a causal config: use model_config(preset, 'gpt')")
         self.config = cfg
         self.backbone = Backbone(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.apply(_init_weights)
+        self.apply(init_weights)
         self.lm_head.weight = self.backbone.tok_emb.weight  # tied: one matrix reads and writes tokens
 
-    def forward(self, idx, pad_mask=None, cache=None):
-        """Logits (B, T, V): row t scores the token that follows ``idx[:, t]``."""
-        return self.lm_head(self.backbone(idx, pad_mask=pad_mask, cache=cache))
+    def forward(self, idx, *, pad_mask=None, cache=None, predict=True, states=False,
+                attention=False) -> Output:
+        """``logits`` (B, T, V): row t scores the token that follows ``idx[:, t]``.
+
+        ``predict`` chooses where the vocabulary is scored: everywhere (True), nowhere (False, for
+        callers that need only states) or where a boolean (B, T) is True, giving (N, V). The other
+        keywords are the :class:`Backbone`'s.
+        """
+        out = self.backbone(idx, pad_mask=pad_mask, cache=cache, states=states, attention=attention)
+        h = _at(out.hidden, predict)
+        out.logits = None if h is None else self.lm_head(h)
+        return out
 
 
 class BERT(nn.Module):
-    """A bidirectional Transformer with BERT's two pretraining heads: masked LM and next sentence."""
+    """A Transformer with BERT's two pretraining heads: masked LM and next sentence.
+
+    Bidirectional with a BERT config; ``causal=True`` gives the same heads over a causal stack.
+    """
+
+    family = "bert"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if cfg.causal:
-            raise ValueError("BERT needs a bidirectional config: use model_config(preset, 'bert')")
         self.config = cfg
         self.backbone = Backbone(cfg)
         self.mlm_transform = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(),
@@ -199,30 +235,42 @@ class BERT(nn.Module):
         self.mlm_decoder = nn.Linear(cfg.d_model, cfg.vocab_size)  # its bias is the output bias
         self.pooler = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.Tanh())
         self.nsp_head = nn.Linear(cfg.d_model, 2)
-        self.apply(_init_weights)
+        self.apply(init_weights)
         self.mlm_decoder.weight = self.backbone.tok_emb.weight  # tied to the token embedding
 
-    def mlm_logits(self, hidden):
-        """Vocabulary logits for hidden states of any shape (..., d)."""
-        return self.mlm_decoder(self.mlm_transform(hidden))
-
-    def pooled(self, hidden):
-        """The [CLS] summary: position 0's state through a dense layer and tanh."""
-        return self.pooler(hidden[:, 0])
-
-    def forward(self, idx, segments=None, pad_mask=None):
-        """(MLM logits (B, T, V), NSP logits (B, 2)); NSP class 1 means "B follows A"."""
-        h = self.backbone(idx, segments=segments, pad_mask=pad_mask)
-        return self.mlm_logits(h), self.nsp_head(self.pooled(h))
+    def forward(self, idx, *, segments=None, pad_mask=None, predict=True, states=False,
+                attention=False) -> Output:
+        """MLM ``logits`` (B, T, V), or (N, V) at the ``predict`` positions (see :meth:`GPT.forward`),
+        the ``pooled`` [CLS] state (B, d) and ``nsp_logits`` (B, 2)."""
+        out = self.backbone(idx, segments=segments, pad_mask=pad_mask, states=states, attention=attention)
+        h = _at(out.hidden, predict)
+        out.logits = None if h is None else self.mlm_decoder(self.mlm_transform(h))
+        out.pooled = self.pooler(out.hidden[:, 0])  # position 0's state through a dense layer and tanh
+        out.nsp_logits = self.nsp_head(out.pooled)
+        return out
 
 
-def build(cfg: ModelConfig) -> GPT | BERT:
-    """The model a config describes: GPT when causal, BERT otherwise."""
-    return GPT(cfg) if cfg.causal else BERT(cfg)
+def build(cfg: ModelConfig, family: str | None = None) -> GPT | BERT:
+    """The model of ``family`` ("gpt" or "bert"; default: the config's, GPT when causal)."""
+    family = family or cfg.family
+    if family not in ("gpt", "bert"):
+        raise ValueError(f"family must be 'gpt' or 'bert', not {family!r}")
+    return GPT(cfg) if family == "gpt" else BERT(cfg)
+
+
+def require_family(model: nn.Module, family: str, use: str) -> None:
+    """Refuse, with the alternative, a model of the other family for ``use``."""
+    if model.family == family:
+        return
+    if family == "gpt":
+        raise ValueError(f"{use} needs a GPT model; this is a BERT model, which cannot continue text: "
+                         "use fill_mask to predict masked tokens")
+    raise ValueError(f"{use} needs a BERT model; this is a GPT model: use generate to continue text, or "
+                     "log_likelihood to score it")
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Trainable parameters; a tied matrix counts once."""
+    """All parameters, trainable or frozen; a tied matrix counts once."""
     return sum(p.numel() for p in model.parameters())
 
 

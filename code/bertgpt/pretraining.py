@@ -5,26 +5,31 @@ shifted by one. BERT (masked LM + next sentence): sentence pairs, half of them t
 and half with a second segment from another document, with 15% of positions chosen for
 prediction, of which 80% become ``[MASK]``, 10% a random token and 10% stay as they are.
 
-:func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`.
+Masking is *dynamic* by default, as in RoBERTa (Liu et al., 2019): every pass over the documents
+draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraining_data.py`` draws
+``dupe_factor`` (10) masked copies of the data once, and training repeats them;
+``bert_batches(..., dupe_factor=10)`` does the same, for comparison.
+
+:func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`;
+with ``out``, it saves a checkpoint with the training state at every evaluation, and :func:`resume`
+continues an interrupted run from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import warnings
 
 import torch
 import torch.nn.functional as F
 
+from .checkpoint import CheckpointError, load, load_training_state, save
 from .config import ModelConfig, TrainConfig
 from .corpus import Corpus, Document
+from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
 from .model import build, count_parameters
 from .tokenizer import Tokenizer, tokenizer_for
-from .trainer import History, train
-
-IGNORE = -100  # the one ignore index of every loss: padding and unchosen positions never count
-
+from .trainer import History, default_device, train, validate
 
 # --- GPT: a causal language model over a stream of tokens ---------------------------------------
 
@@ -63,18 +68,11 @@ def gpt_eval_batches(stream: torch.Tensor, context: int, batch_size: int, n_batc
 def clm_loss(model, batch):
     """Mean cross-entropy of each next token: -log p(x_i | x_<i)."""
     x, y = batch
-    logits = model(x)
+    logits = model(x).logits
     return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=IGNORE)
 
 
 # --- BERT: masked LM and next-sentence prediction ------------------------------------------------
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
-
-
-def split_sentences(paragraph: str) -> list[str]:
-    return [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
-
 
 def document_sentences(tok: Tokenizer, documents: list[Document]) -> list[list[list[int]]]:
     """Each document as a list of tokenized sentences (empty ones dropped)."""
@@ -149,30 +147,10 @@ def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Gen
                     other = nonempty[rand(len(nonempty))]
                 b, _ = run(docs[other], rand(len(docs[other])), max_tokens - len(a))
                 is_next, i = 0, a_end  # B's sentences of this document stay for later pairs
-            while len(a) + len(b) > max_tokens:
-                if len(a) > len(b):
-                    a = a[1:]
-                else:
-                    b = b[:-1]
+            a, b = truncate_pair(a, b, max_tokens)
             if a and b:
                 pairs.append((a, b, is_next))
     return pairs
-
-
-def bert_inputs(tok: Tokenizer, a: list[int], b: list[int] | None = None):
-    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``: (ids, segments)."""
-    ids = [tok.cls_id, *a, tok.sep_id]
-    segments = [0] * len(ids)
-    if b is not None:
-        ids += [*b, tok.sep_id]
-        segments += [1] * (len(b) + 1)
-    return ids, segments
-
-
-def pad(rows: list[list[int]], value: int) -> torch.Tensor:
-    """Right-pad lists of ints to the longest: a (B, T) tensor."""
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def bert_collate(pairs, tok: Tokenizer, rate: float, generator):
@@ -185,9 +163,15 @@ def bert_collate(pairs, tok: Tokenizer, rate: float, generator):
                 is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
 
 
-def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: float, generator):
-    """Endless batches; every epoch draws new pairs, a new order and new masks."""
-    while True:
+def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: float, generator,
+                 dupe_factor: int = 0):
+    """Endless batches of NSP pairs with masks.
+
+    Dynamic masking (``dupe_factor=0``, RoBERTa's): every pass draws new pairs, a new order and new
+    masks. Static masking (``dupe_factor`` N, BERT's): N passes are drawn once and then repeated,
+    the same pairs with the same masks, in a new order of batches each round.
+    """
+    def one_pass():
         pairs = nsp_pairs(docs, context - 3, generator)
         if len(pairs) < batch_size:
             raise ValueError(f"only {len(pairs)} sentence pairs for batches of {batch_size}: "
@@ -196,14 +180,21 @@ def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: floa
         for s in range(0, len(order) - batch_size + 1, batch_size):
             yield bert_collate([pairs[i] for i in order[s:s + batch_size]], tok, rate, generator)
 
+    if not dupe_factor:
+        while True:
+            yield from one_pass()
+    drawn = [batch for _ in range(dupe_factor) for batch in one_pass()]
+    while True:
+        for i in torch.randperm(len(drawn), generator=generator).tolist():
+            yield drawn[i]
+
 
 def mlm_nsp_loss(model, batch):
     """BERT's pretraining loss, MLM + NSP, and both accuracies. MLM logits only where labelled."""
-    h = model.backbone(batch["input_ids"], batch["segments"], batch["pad_mask"])
     labels = batch["labels"]
     chosen = labels != IGNORE
-    mlm_logits = model.mlm_logits(h[chosen]).float()
-    nsp_logits = model.nsp_head(model.pooled(h)).float()
+    out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"], predict=chosen)
+    mlm_logits, nsp_logits = out.logits.float(), out.nsp_logits.float()
     mlm = F.cross_entropy(mlm_logits, labels[chosen])
     nsp = F.cross_entropy(nsp_logits, batch["is_next"])
     metrics = dict(mlm_loss=mlm.detach(), nsp_loss=nsp.detach(),
@@ -225,7 +216,7 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
         warnings.warn(f"corpus {corpus.name!r} has no validation document; validating on training text",
                       stacklevel=2)
         val_docs = corpus.train
-    if cfg.causal:
+    if cfg.family == "gpt":
         train = gpt_batches(token_stream(tok, corpus.train), cfg.context, train_cfg.batch_size, g)
         val = gpt_eval_batches(token_stream(tok, val_docs), cfg.context, train_cfg.batch_size,
                                train_cfg.eval_batches)
@@ -240,21 +231,60 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
     return train, val
 
 
-def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, tokenizer: str | None = None,
-             device=None, progress: bool = True):
+def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None):
+    """(tokenizer, config): the family's tokenizer (trained on ``corpus`` once, then cached) and
+    ``cfg`` with the tokenizer's real vocabulary size. All a model needs before its weights."""
+    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
+    return tok, dataclasses.replace(cfg, vocab_size=tok.vocab_size)
+
+
+def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, *, tokenizer: str | None = None,
+             device=None, progress: bool = True, out=None):
     """Train a tokenizer (cached) and a model of ``cfg`` on ``corpus``.
 
     Returns ``(model, tokenizer, history)``; the model's vocabulary is the tokenizer's real size.
+    With ``out`` (a directory), a checkpoint with the training state is saved there at every
+    evaluation; :func:`resume` continues from it.
     """
-    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
-    cfg = dataclasses.replace(cfg, vocab_size=tok.vocab_size)
-    train_batches, val_batches = pretraining_data(corpus, tok, cfg, train_cfg)
+    tok, cfg = prepare(corpus, cfg, tokenizer)
     torch.manual_seed(train_cfg.seed)
-    model = build(cfg)
-    loss_fn = clm_loss if cfg.causal else mlm_nsp_loss
-    history = train(model, loss_fn, train_batches, train_cfg, val_batches, device=device,
-                    progress=progress, desc=f"pretrain {cfg.family} ({count_parameters(model):,} params)")
-    return model, tok, history
+    model = build(cfg).to(device or default_device())
+    return model, tok, _train(model, tok, corpus, train_cfg, dict(progress=progress), out)
+
+
+def resume(directory, corpus: Corpus, *, device=None, progress: bool = True):
+    """Continue the interrupted :func:`pretrain` run saved in ``directory``, on the same ``corpus``.
+
+    Returns what :func:`pretrain` returns; the weights are those the uninterrupted run reaches.
+    """
+    ck = load(directory, device=device or default_device())
+    state = load_training_state(directory)
+    if ck.info.get("corpus_fingerprint") != corpus.fingerprint:
+        raise CheckpointError(f"{str(directory)!r} was pretrained on another corpus than {corpus.name!r}: "
+                              "resume it with the same --corpus")
+    train_cfg = TrainConfig(**ck.info["train"])
+    options = dict(progress=progress, resume=state)
+    history = _train(ck.model, ck.tokenizer, corpus, train_cfg, options, directory)
+    return ck.model, ck.tokenizer, history
+
+
+def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
+    """The run :func:`pretrain` and :func:`resume` share; ``options`` go to :func:`~bertgpt.trainer.train`."""
+    train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg)
+    loss_fn = clm_loss if model.config.family == "gpt" else mlm_nsp_loss
+
+    def evaluate(run):
+        metrics = validate(model, loss_fn, val_batches)
+        if out is not None:  # a checkpoint to resume from, with this evaluation in its history
+            state = run.state_dict()
+            state["history"]["val"].append(dict(step=run.step, **metrics))
+            save(out, model, tok, training_state=state, corpus=corpus.name,
+                 corpus_fingerprint=corpus.fingerprint, train=dataclasses.asdict(train_cfg))
+        return metrics
+
+    label = f"pretrain {model.family} ({count_parameters(model):,} params)"
+    return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate,
+                 progress=label if options["progress"] else False, resume=options.get("resume"))
 
 
 def summary(model, history: History) -> dict:

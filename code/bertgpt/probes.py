@@ -1,13 +1,13 @@
 """Linear probes: how much of a task can a linear classifier read off each layer of a frozen model?
 
 This is the book's experiment, not GPT-1's: GPT-1 varied how many pretrained layers were
-transferred before fine-tuning. Here nothing is fine-tuned. Each example is encoded as for
-fine-tuning (:func:`bertgpt.finetune.encode`), the frozen model is run once, and the sequence's
+transferred before fine-tuning. Here nothing is fine-tuned. Each example is packed as for
+fine-tuning (:func:`bertgpt.finetune.pack_examples`), the frozen model is run once, and the sequence's
 feature is taken at every depth: layer 0 is the embedding output, layer i the residual stream after
 block i. A logistic regression (L2-regularised, trained with torch on standardised features) is
 fitted on the training split and scored on the test split, one per layer::
 
-    out = probe("bert-mini", load_task("era"))
+    out = probe(pretrained("bert-mini"), load_task("era"))
     out["accuracy"]            # {0: ..., 1: ..., ..., n_layer: ...}
     out["majority_baseline"]
 
@@ -23,10 +23,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .finetune import collate, encode
-from .hub import resolve
+from .checkpoint import Checkpoint
+from .finetune import collate, pack_examples
 from .tasks import Example, Task
-from .trainer import to_device
+from .trainer import device_of, eval_mode, to_device
 
 POOLS = ("mean", "token")
 
@@ -41,27 +41,25 @@ def layer_features(model, tokenizer, examples: list[Example], pool: str = "mean"
     """
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {POOLS}, not {pool!r}")
-    bb = model.backbone
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    rows = encode(tokenizer, model.config, examples)
+    device = device_of(model)
+    rows = pack_examples(tokenizer, model.family, model.config.context, examples)
     out = []
-    for s in range(0, len(rows), batch_size):
-        batch = to_device(collate(rows[s:s + batch_size], tokenizer), device)
-        ids, keep = batch["input_ids"], batch["pad_mask"]
-        B = ids.size(0)
-        # right padding is harmless to a causal model: no real token reads what follows it
-        states = bb.layer_states(ids, batch.get("segments"), None if model.config.causal else keep)
-        h = F.layer_norm(torch.stack(states), (states[0].size(-1),))  # (L + 1, B, T, d)
-        if pool == "mean":
-            w = keep[None, :, :, None].to(h.dtype)
-            out.append((h * w).sum(2) / w.sum(2))
-        elif model.config.causal:  # the last real token
-            out.append(h[:, torch.arange(B, device=device), keep.sum(1) - 1])
-        else:  # [CLS]
-            out.append(h[:, :, 0])
-    model.train(was_training)
+    with eval_mode(model):
+        for s in range(0, len(rows), batch_size):
+            batch = to_device(collate(rows[s:s + batch_size], tokenizer), device)
+            ids, keep = batch["input_ids"], batch["pad_mask"]
+            B = ids.size(0)
+            # right padding is harmless to a causal model: no real token reads what follows it
+            extra = dict(segments=batch["segments"], pad_mask=keep) if model.family == "bert" else {}
+            states = model(ids, predict=False, states=True, **extra).states
+            h = F.layer_norm(torch.stack(states), (states[0].size(-1),))  # (L + 1, B, T, d)
+            if pool == "mean":
+                w = keep[None, :, :, None].to(h.dtype)
+                out.append((h * w).sum(2) / w.sum(2))
+            elif model.family == "gpt":  # the last real token
+                out.append(h[:, torch.arange(B, device=device), keep.sum(1) - 1])
+            else:  # [CLS]
+                out.append(h[:, :, 0])
     return torch.cat(out, dim=1).float().cpu()
 
 
@@ -79,18 +77,18 @@ def fit_linear(x: torch.Tensor, y: torch.Tensor, n_classes: int, l2: float = 1e-
     return linear
 
 
-def probe(checkpoint, task: Task, max_examples: int | None = 1000, pool: str = "mean", l2: float = 1e-3,
-          steps: int = 300, seed: int = 0, device=None) -> dict:
+def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, pool: str = "mean",
+          l2: float = 1e-3, steps: int = 300, seed: int = 0) -> dict:
     """Per-layer linear-probe accuracy on the test split of ``task``, for a frozen pretrained model.
 
-    ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint`, a checkpoint directory or a pretrained
-    name; ``max_examples`` caps the training split (a stratified subsample). Returns ``accuracy``
+    ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint` (on the device to run on);
+    ``max_examples`` caps the training split (a stratified subsample). Returns ``accuracy``
     ({layer: accuracy}, layer 0 = embeddings), ``train_accuracy`` (same keys), ``majority_baseline``
     and the sizes.
     """
     if not task.test:
         raise ValueError(f"task {task.name!r} has no test examples to score the probes on")
-    ck = resolve(checkpoint, device=device)
+    ck = checkpoint
     if max_examples is not None:
         task = task.subsample(max_examples, seed=seed)
     x_train = layer_features(ck.model, ck.tokenizer, task.train, pool)  # (L + 1, N, d)

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import torch
 
-from .pretraining import bert_inputs
+from .checkpoint import Checkpoint
+from .inputs import bert_inputs
+from .trainer import device_of, eval_mode
 
 SENSES_CSV = Path(__file__).parent / "data" / "senses.csv"
 
@@ -43,16 +45,8 @@ def load_senses(path: str | Path = SENSES_CSV) -> list[Occurrence]:
                            r["sense"], r["sentence"]) for r in rows]
 
 
-def _layers(model, ids, segments):
-    """Hidden states of every layer, (L + 1, T, d): the embeddings, then each block's output."""
-    with torch.no_grad():
-        states = model.backbone.layer_states(ids[None], segments[None])
-        # the last block is read after the final LayerNorm (pre-LN models have one), as the heads see it
-        states[-1] = model.backbone.norm(states[-1])
-    return torch.stack([s[0] for s in states])
-
-
-def contextual_vectors(checkpoint, sentences: list[str], offsets: list[int], length: int,
+@torch.no_grad()
+def contextual_vectors(checkpoint: Checkpoint, sentences: list[str], offsets: list[int], length: int,
                        max_tokens: int | None = None) -> torch.Tensor:
     """The hidden states at a word's position: a (L + 1, N, d) tensor, layer 0 being the embeddings.
 
@@ -62,10 +56,8 @@ def contextual_vectors(checkpoint, sentences: list[str], offsets: list[int], len
     a sentence longer than the context keeps a window of tokens around the word.
     """
     model, tok = checkpoint.model, checkpoint.tokenizer
-    model.eval()
-    cfg = model.backbone.config
-    budget = (max_tokens or cfg.context) - 2
-    device = next(model.parameters()).device
+    budget = (max_tokens or model.config.context) - 2
+    device = device_of(model)
     out = []
     for sentence, start in zip(sentences, offsets):
         enc = tok.hf.encode(sentence, add_special_tokens=False)
@@ -74,13 +66,14 @@ def contextual_vectors(checkpoint, sentences: list[str], offsets: list[int], len
             raise ValueError(f"no token covers characters {start}..{start + length} of {sentence!r}")
         lo = max(0, min(pieces[0] - budget // 2, len(enc.ids) - budget))
         window = enc.ids[lo:lo + budget]
-        if cfg.family == "bert":
-            ids, segments = bert_inputs(tok, window)
-            shift = 1 - lo  # [CLS] comes first
+        if model.family == "bert":
+            ids, shift = bert_inputs(tok, window)[0], 1 - lo  # [CLS] comes first, all in segment A
         else:
-            ids, segments, shift = window, [0] * len(window), -lo
-        states = _layers(model, torch.tensor(ids, device=device), torch.tensor(segments, device=device))
-        out.append(states[:, [p + shift for p in pieces]].mean(1))
+            ids, shift = window, -lo
+        with eval_mode(model):
+            states = model(torch.tensor([ids], device=device), predict=False, states=True).states
+        # the last layer is read after the final LayerNorm (pre-LN models have one), as the heads see it
+        out.append(torch.stack([h[0, [p + shift for p in pieces]].mean(0) for h in states]))
     return torch.stack(out, dim=1).cpu()
 
 

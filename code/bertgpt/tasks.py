@@ -31,13 +31,13 @@ pretraining never saw. No document gives examples to two splits. Sizes are cappe
 from __future__ import annotations
 
 import csv
-import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .corpus import SPLITS, Corpus, Document, load_corpus
+from .inputs import hash_split, split_sentences  # the sentence splitter of BERT's NSP pairs
 
 TASKS = ("party", "era", "next", "acceptability")
 CAPS = dict(train=2000, val=500, test=1000)  # most examples per split
@@ -190,8 +190,6 @@ def _acceptability(docs, rng):
 
     A sentence never appears in both forms, so a model cannot compare a negative with its original.
     """
-    from .pretraining import split_sentences  # the sentence splitter BERT's NSP pairs use
-
     out = []
     for d in docs:
         for p in _paragraphs(d):
@@ -232,12 +230,6 @@ def load_task(name_or_csv: str | Path, corpus: Corpus | None = None, seed: int =
                      "with columns text and label")
 
 
-def _row_split(text: str, text_b: str | None) -> str:
-    """train/val/test (80/10/10) by a hash of the row's text, so a duplicate row lands in the same split."""
-    bucket = int(hashlib.sha1(f"{text}\0{text_b or ''}".encode()).hexdigest()[:8], 16) % 10
-    return "test" if bucket == 0 else "val" if bucket == 1 else "train"
-
-
 def load_csv(path: str | Path) -> Task:
     """A task from a CSV file with columns ``text``, ``label`` and optionally ``text_b`` and ``split``.
 
@@ -266,7 +258,7 @@ def load_csv(path: str | Path) -> Task:
     parts = {s: [] for s in SPLITS}
     for i, r in enumerate(rows):
         text_b = r.get("text_b") or None
-        split = r.get("split") or _row_split(r["text"], text_b)
+        split = r.get("split") or hash_split(f"{r['text']}\0{text_b or ''}")  # a duplicate row: one split
         split = {"validation": "val", "dev": "val"}.get(split, split)
         if split not in SPLITS:
             raise ValueError(f"{str(path)!r} row {i + 2}: split must be train, val or test, not {split!r}")

@@ -33,10 +33,12 @@ takes well under a minute::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -125,43 +127,58 @@ def _multiplicity(ids: torch.Tensor, n: int) -> torch.Tensor:
     return torch.bincount(ids, minlength=n)[ids].unsqueeze(-1).float()
 
 
-def train_word_vectors(source: Corpus | Iterable[str] | Iterable[list[str]], dim: int = 64,
-                       window: int = 5, negatives: int = 5, epochs: int = 2, min_count: int = 5,
-                       subsample: float = 1e-4, lr: float = 0.1, batch_size: int = 1024,
-                       seed: int = 0, progress: bool = False) -> WordVectors:
+@dataclass(frozen=True)
+class WordVecConfig:
+    """Skip-gram with negative sampling: word2vec's settings, at the course's scale."""
+
+    dim: int = 64             #: length of each word vector
+    window: int = 5           #: context words on each side of the centre word
+    negatives: int = 5        #: noise words per (centre, context) pair
+    epochs: int = 2           #: passes over the text
+    min_count: int = 5        #: words seen fewer times are dropped
+    subsample: float = 1e-4   #: word2vec's threshold for dropping frequent words; 0 keeps all
+    lr: float = 0.1           #: initial learning rate, falling linearly to 0
+    batch_size: int = 1024    #: pairs per update
+    seed: int = 0             #: initialisation, subsampling, pairs and noise
+
+
+def train_word_vectors(source: Corpus | Iterable[str] | Iterable[list[str]], cfg: WordVecConfig | None = None,
+                       progress: bool = False, **fields) -> WordVectors:
     """Train skip-gram vectors with negative sampling on a corpus, strings, or lists of words.
 
-    Words seen fewer than ``min_count`` times are dropped before the windows are drawn. Returns
-    the input vectors as :class:`WordVectors`. The same ``seed`` gives the same vectors.
+    ``cfg`` is a :class:`WordVecConfig`; keyword ``fields`` change it (``dim=64, epochs=2``). Words
+    seen fewer than ``min_count`` times are dropped before the windows are drawn. Returns the input
+    vectors as :class:`WordVectors`. The same ``seed`` gives the same vectors.
     """
+    cfg = dataclasses.replace(cfg or WordVecConfig(), **fields)
     sentences = _sentences(source)
     counts = Counter(w for s in sentences for w in s)
-    vocab = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    vocab = sorted((w for w, c in counts.items() if c >= cfg.min_count), key=lambda w: (-counts[w], w))
     if not vocab:
-        raise ValueError(f"no word occurs {min_count} times or more: lower min_count")
+        raise ValueError(f"no word occurs {cfg.min_count} times or more: lower min_count")
     index = {w: i for i, w in enumerate(vocab)}
-    freq = torch.tensor([counts[w] for w in vocab], dtype=torch.float)
     ids = [torch.tensor([index[w] for w in s if w in index], dtype=torch.long) for s in sentences]
     ids = [s for s in ids if len(s) > 1]
-
-    g = torch.Generator().manual_seed(seed)
-    rel = freq / freq.sum()
-    keep_prob = torch.clamp(torch.sqrt(subsample / rel), max=1.0) if subsample else torch.ones_like(rel)
-    noise = freq.pow(0.75)
-    noise /= noise.sum()
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the steps are small: one thread is faster than two that contend
     try:
-        return _train(ids, vocab, [counts[w] for w in vocab], keep_prob, noise, dim, window, negatives,
-                      epochs, lr, batch_size, g, progress)
+        return _train(ids, vocab, [counts[w] for w in vocab], cfg, progress)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train(ids, vocab, counts, keep_prob, noise, dim, window, negatives, epochs, lr, batch_size, g,
-           progress) -> WordVectors:
+def _train(ids, vocab, counts, cfg: WordVecConfig, progress) -> WordVectors:
     """The training loop of :func:`train_word_vectors`."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    freq = torch.tensor(counts, dtype=torch.float)
+    rel = freq / freq.sum()
+    keep_prob = torch.ones_like(rel)
+    if cfg.subsample:  # word2vec drops a word with probability 1 - sqrt(t / f)
+        keep_prob = torch.clamp(torch.sqrt(cfg.subsample / rel), max=1.0)
+    noise = freq.pow(0.75)
+    noise /= noise.sum()
+    dim, window, negatives, epochs, lr, batch_size = (cfg.dim, cfg.window, cfg.negatives, cfg.epochs, cfg.lr,
+                                                      cfg.batch_size)
     V = len(vocab)
     w_in = (torch.rand(V, dim, generator=g) - 0.5) / dim  # v_w: the word vectors
     w_out = torch.zeros(V, dim)                             # u_w: the context vectors

@@ -1,0 +1,127 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import bertgpt
+from bertgpt.cli import main
+from bertgpt.evaluate import accuracy
+from bertgpt.finetune import load_classifier, predict
+from bertgpt.tasks import load_task
+from test_checkpoint import DAMAGES, _damage
+
+
+def _cli(*args, env_cache):
+    return subprocess.run([sys.executable, "-m", "bertgpt", *args], capture_output=True, text=True,
+                          env={**__import__("os").environ, "BERTGPT_CACHE": env_cache})
+
+
+def test_cli_pretrain_prints_its_figures_as_json_and_writes_a_checkpoint(tmp_path):
+    corpus = tmp_path / "texts"
+    corpus.mkdir()
+    for i in range(12):  # a corpus of the user's own: one address per file
+        text = bertgpt.load_corpus().documents[i * 5].text
+        (corpus / f"doc{i}.txt").write_text(text)
+    out = _cli("pretrain", "--model", "bert", "--preset", "tiny", "--steps", "5", "--corpus", str(corpus),
+               "--out", str(tmp_path / "ck"), "--set", "context=48", env_cache=str(tmp_path / "c"))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("train_loss", "val_loss", "steps", "params", "tokens_per_second", "checkpoint",
+                "mlm_accuracy", "nsp_accuracy"):
+        assert key in result
+    assert result["steps"] == 5
+    assert bertgpt.load(result["checkpoint"]).model.config.context == 48
+
+
+def test_cli_rejects_bad_input_with_a_message_not_a_traceback(tmp_path):
+    out = _cli("pretrain", "--model", "gpt", "--preset", "tiny", "--out", str(tmp_path / "x"),
+               "--set", "n_layers=3", env_cache=str(tmp_path / "c"))
+    assert out.returncode == 2 and "unknown field 'n_layers'" in out.stderr and "Traceback" not in out.stderr
+    out = _cli("pretrain", "--model", "gpt", "--preset", "tiny", "--out", str(tmp_path / "x"),
+               "--corpus", str(tmp_path / "nowhere"), env_cache=str(tmp_path / "c"))
+    assert out.returncode == 2 and "does not exist" in out.stderr
+
+
+def test_cli_bench_reports_speed_and_the_shape_it_measured():
+    out = subprocess.run([sys.executable, "-m", "bertgpt", "bench", "--model", "gpt", "--preset", "tiny",
+                          "--steps", "3", "--device", "cpu"], capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["tokens_per_second"] > 0 and result["ms_per_step"] > 0 and result["peak_memory_mb"] > 0
+    assert (result["n_layer"], result["d_model"], result["context"], result["batch_size"]) == (2, 32, 32, 8)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, gpt, bert, wordpiece):
+    root = tmp_path_factory.mktemp("ck")
+    return (bertgpt.save(root / "gpt", gpt, wordpiece), bertgpt.save(root / "bert", bert, wordpiece))
+
+
+def test_cli_generate_and_fill_print_json(checkpoints, capsys):
+    gpt_dir, bert_dir = checkpoints
+    main(["generate", "--checkpoint", str(gpt_dir), "--prompt", "the union", "--max-new-tokens", "6",
+          "--top-k", "20", "--seed", "1"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["text"] and out["prompt_tokens"] == 3 and out["new_tokens"] == 6 and not out["truncated"]
+    main(["fill", "--checkpoint", str(bert_dir), "--text", "the [MASK] of the [MASK]", "--top-k", "3"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(out["masks"]) == 2 and len(out["masks"][0]) == 3 and 0 < out["masks"][0][0]["probability"] < 1
+
+
+def test_cli_refuses_the_wrong_family_with_a_message_not_a_traceback(checkpoints):
+    gpt_dir, bert_dir = checkpoints
+    cases = ((["generate", "--checkpoint", str(bert_dir), "--prompt", "the"], "a gpt model is needed"),
+             (["fill", "--checkpoint", str(gpt_dir), "--text", "the [MASK]"], "a bert model is needed"),
+             (["fill", "--checkpoint", "gpt-mini", "--text", "the [MASK]"], "a bert model is needed"))
+    for args, message in cases:
+        out = subprocess.run([sys.executable, "-m", "bertgpt", *args], capture_output=True, text=True,
+                             env=os.environ)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_cli_finetune_and_errors(gpt_ck, tmp_path, capsys):
+    bertgpt.save(tmp_path / "gpt", gpt_ck.model, gpt_ck.tokenizer)
+    csv = tmp_path / "toy.csv"
+    splits = ["train"] * 8 + ["val", "test"] * 2
+    csv.write_text("text,label,split\n" + "".join(f"word {i},{i % 2},{s}\n" for i, s in enumerate(splits)))
+    main(["finetune", "--checkpoint", str(tmp_path / "gpt"), "--task", str(csv), "--out",
+          str(tmp_path / "clf"), "--set", "epochs=1", "--device", "cpu"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"val_accuracy", "test_accuracy", "majority_baseline", "epochs_run"} <= set(result)
+    test = load_task(csv).test
+    assert accuracy([e.label for e in test], predict(load_classifier(tmp_path / "clf"), test)) == \
+        result["test_accuracy"]
+    with pytest.raises(SystemExit) as exit:
+        main(["probe", "--checkpoint", str(tmp_path / "gpt"), "--task", "nonsense"])
+    assert exit.value.code == 2 and "error: unknown task" in capsys.readouterr().err
+
+
+def _toy_csv(path):
+    splits = ["train"] * 8 + ["val", "test"] * 2
+    path.write_text("text,label,split\n" + "".join(f"word {i},{i % 2},{s}\n" for i, s in enumerate(splits)))
+    return path
+
+
+def test_cli_finetune_from_scratch_by_name_never_pretrains(tmp_path):
+    task = str(_toy_csv(tmp_path / "t.csv"))
+    out = _cli("finetune", "--checkpoint", "bert-tiny", "--from-scratch", "--task", task,
+               "--out", str(tmp_path / "clf"), "--set", "epochs=1", env_cache=str(tmp_path / "c"))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["from_scratch"] is True
+    assert not (tmp_path / "c" / "models").exists()  # no pretrained model was trained or cached
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_cli_reports_a_malformed_checkpoint_in_one_line(tmp_path, gpt, wordpiece, how):
+    _damage(bertgpt.save(tmp_path / "ck", gpt, wordpiece), how)
+    out = _cli("generate", "--checkpoint", str(tmp_path / "ck"), env_cache=str(tmp_path / "c"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("error: ")
+
+
+def test_cli_pretrain_resume_continues_an_interrupted_run(tmp_path, corpus):
+    bertgpt.save(tmp_path / "done", bertgpt.build(bertgpt.model_config("tiny", "gpt")),
+                 bertgpt.tokenizer_for(corpus, "bpe", 512))
+    out = _cli("pretrain", "--resume", str(tmp_path / "done"), env_cache=str(tmp_path / "c"))
+    assert out.returncode == 2 and "nothing to resume" in out.stderr

@@ -1,0 +1,36 @@
+import pytest
+
+import bertgpt
+
+
+def test_unknown_preset_names_the_choices():
+    with pytest.raises(ValueError, match="unknown preset 'medium'; choose one of tiny, mini"):
+        bertgpt.model_config("medium", "gpt")
+
+
+def test_the_family_sets_the_one_switch():
+    gpt, bert = bertgpt.model_config("mini", "gpt"), bertgpt.model_config("mini", "bert")
+    assert (gpt.causal, gpt.segments, bert.causal, bert.segments) == (True, 0, False, 2)
+    with pytest.raises(ValueError, match="is a bert model"):
+        bertgpt.model_config("bert-base", "gpt")
+
+
+def test_overrides_apply_by_name_and_reject_unknown_or_ill_typed_values():
+    cfg, tcfg = bertgpt.model_config("mini", "gpt"), bertgpt.train_config("mini")
+    cfg2, tcfg2 = bertgpt.apply_overrides(["n_layer=2", "lr=1e-3", "causal=false"], cfg, tcfg)
+    assert (cfg2.n_layer, tcfg2.lr, cfg2.causal) == (2, 1e-3, False)
+    with pytest.raises(ValueError, match="unknown field 'layers'"):
+        bertgpt.apply_overrides(["layers=2"], cfg, tcfg)
+    with pytest.raises(ValueError, match="n_layer=two: expected a value of type int"):
+        bertgpt.apply_overrides(["n_layer=two"], cfg, tcfg)
+    with pytest.raises(ValueError, match="must be divisible"):
+        bertgpt.apply_overrides(["n_head=5"], cfg, tcfg)
+
+
+def test_the_finetuning_config_takes_the_same_overrides_and_checks_its_fields():
+    (cfg,) = bertgpt.apply_overrides(["epochs=4", "lr=1e-4", "restarts=3"], bertgpt.FinetuneConfig())
+    assert (cfg.epochs, cfg.lr, cfg.restarts) == (4, 1e-4, 3)
+    with pytest.raises(ValueError, match="unknown field 'steps'; known fields: batch_size"):
+        bertgpt.apply_overrides(["steps=4"], bertgpt.FinetuneConfig())
+    with pytest.raises(ValueError, match="restarts must be a positive integer"):
+        bertgpt.FinetuneConfig(restarts=0)

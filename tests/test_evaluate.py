@@ -1,0 +1,69 @@
+import math
+
+import pytest
+import torch
+
+from bertgpt.evaluate import (
+    accuracy,
+    cloze_accuracy,
+    cloze_items,
+    confusion_matrix,
+    f1,
+    macro_f1,
+    masked_token_accuracy,
+    perplexity,
+)
+from bertgpt.scoring import log_likelihood, token_log_probs
+
+SENTENCE = "the congress shall have power to lay and collect taxes"
+
+
+def test_perplexity_is_exp_of_the_mean_negative_log_likelihood(gpt, wordpiece):
+    texts = [SENTENCE, "we the people", "the union is strong"]
+    scores = [log_likelihood(gpt, wordpiece, t) for t in texts]
+    nll = -sum(s.log_prob for s in scores) / sum(s.n_tokens for s in scores)
+    assert math.isclose(perplexity(gpt, wordpiece, texts), math.exp(nll), rel_tol=1e-5)
+    stream = torch.randint(8, 100, (80,))
+    assert math.isclose(perplexity(gpt, wordpiece, stream),
+                        math.exp(-float(token_log_probs(gpt, stream).mean())), rel_tol=1e-6)
+    assert math.isclose(scores[0].perplexity, math.exp(-scores[0].mean))
+
+
+def test_gpt_cloze_uses_the_left_context_only(gpt, wordpiece, corpus):
+    texts = [p for d in corpus.val for p in d.paragraphs][:20]
+    items = cloze_items(wordpiece, texts, 50, 0, gpt.config.context)
+    hits = 0
+    for ids, t in items:  # a causal model's logits at t from the whole text equal those from its prefix
+        x = torch.tensor([[wordpiece.sep_id, *ids]])
+        hits += int(gpt(x).logits[0, t].argmax() == ids[t])
+    assert cloze_accuracy(gpt, wordpiece, texts, n=50, seed=0) == hits / 50
+
+
+def test_cloze_and_masked_accuracy_are_seeded_fractions(bert, wordpiece, corpus):
+    texts = [p for d in corpus.val for p in d.paragraphs][:20]
+    for sides in ("both", "left"):
+        a = cloze_accuracy(bert, wordpiece, texts, n=40, seed=1, sides=sides)
+        assert 0 <= a <= 1 and a == cloze_accuracy(bert, wordpiece, texts, n=40, seed=1, sides=sides)
+    m = masked_token_accuracy(bert, wordpiece, texts, rate=0.15, seed=2)
+    assert 0 <= m <= 1 and m == masked_token_accuracy(bert, wordpiece, texts, rate=0.15, seed=2)
+
+
+def test_a_gpt_is_refused_both_sides_of_the_cloze(gpt, wordpiece):
+    with pytest.raises(ValueError, match="a GPT .causal model. sees only the left"):
+        cloze_accuracy(gpt, wordpiece, [SENTENCE], sides="both")
+
+
+def test_classification_metrics_on_hand_worked_examples():
+    y_true = [1, 1, 1, 0, 0, 2]
+    y_pred = [1, 0, 1, 1, 0, 2]
+    assert accuracy(y_true, y_pred) == 4 / 6
+    # class 1: tp=2, fp=1, fn=1 → precision 2/3, recall 2/3, F1 2/3
+    assert math.isclose(f1(y_true, y_pred), 2 / 3)
+    # class 0: tp=1, fp=1, fn=1 → 1/2; class 2: 1
+    assert math.isclose(f1(y_true, y_pred, positive=0), 1 / 2)
+    assert math.isclose(macro_f1(y_true, y_pred), (2 / 3 + 1 / 2 + 1) / 3)
+    assert confusion_matrix(y_true, y_pred, 3) == [[1, 1, 0], [1, 2, 0], [0, 0, 1]]
+    assert confusion_matrix(torch.tensor([0, 1]), torch.tensor([1, 1])) == [[0, 1], [0, 1]]
+    assert f1([0, 0], [0, 0]) == 0.0  # no positive anywhere: F1 is 0 by convention
+    with pytest.raises(ValueError, match="must pair up"):
+        accuracy([1, 0], [1])

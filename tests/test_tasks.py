@@ -1,0 +1,64 @@
+import pytest
+
+import bertgpt
+from bertgpt.tasks import TASKS, Example, Task, load_task
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_tasks_keep_documents_within_one_split(corpus, name):
+    task = load_task(name, corpus)
+    assert task == load_task(name, corpus)  # deterministic
+    split_of = {d.id: d.split for d in corpus.documents}
+    docs_with = {}
+    for d in corpus.documents:
+        for p in d.paragraphs:
+            docs_with.setdefault(p, set()).add(d.id)
+    for split in ("train", "val", "test"):
+        examples = task.split(split)
+        assert examples or split != "train"
+        for e in examples:
+            assert split_of[e.doc] == split and 0 <= e.label < task.n_classes
+            if e.text_b is not None:  # paragraph B comes from a document of the same split
+                assert any(split_of[d] == split for d in docs_with[e.text_b])
+    assert {e.doc for e in task.test} <= {d.id for d in corpus.test}
+    counts = [sum(e.label == k for e in task.train) for k in range(task.n_classes)]
+    if name in ("next", "acceptability"):  # 50/50 by construction (the small corpus is short of some
+        assert max(counts) - min(counts) <= 1  # parties and eras to balance those)
+
+
+def test_acceptability_negatives_are_one_neighbour_swap(corpus):
+    task = load_task("acceptability", corpus)
+    sentences = {" ".join(s.split()) for d in corpus.documents for p in d.paragraphs
+                 for s in bertgpt.inputs.split_sentences(p)}
+    for e in task.train[:200]:
+        assert (e.text in sentences) == (e.label == 1)
+        if e.label == 0:
+            words = e.text.split()
+            swaps = [i for i in range(len(words) - 1)
+                     if " ".join([*words[:i], words[i + 1], words[i], *words[i + 2:]]) in sentences]
+            assert swaps
+
+
+def test_majority_baseline_and_subsample():
+    ex = [Example(str(i), label) for i, label in enumerate([0, 1, 1, 1, 2, 2])]
+    task = Task("toy", ("x", "y", "z"), train=ex, val=ex[:2], test=[Example("t", k) for k in (1, 1, 0, 0, 0)])
+    assert task.majority_baseline() == pytest.approx(0.4)
+    assert task.majority_baseline("val") == pytest.approx(0.5)
+    small = task.subsample(3, seed=1)
+    assert sorted(e.label for e in small.train) == [0, 1, 2] or len(small.train) == 3
+    assert small.test == task.test and small.subsample(3, seed=1) == small.subsample(3, seed=1)
+
+
+def test_csv_tasks(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("sentence,label\nhello,pos\n")
+    with pytest.raises(ValueError, match="no 'text' column.*columns text and label"):
+        load_task(bad)
+    good = tmp_path / "good.csv"
+    good.write_text("text,label,split\n" + "".join(f"row {i},{'neg' if i % 2 else 'pos'},{s}\n"
+                                                   for i, s in enumerate(["train"] * 6 + ["val", "test"])))
+    task = load_task(good)
+    assert task.labels == ("neg", "pos") and len(task.train) == 6 and len(task.val) == len(task.test) == 1
+    assert task.train[0] == Example("row 0", 1, doc="good.csv:2")
+    with pytest.raises(ValueError, match="unknown task"):
+        load_task("sentiment")
