@@ -74,8 +74,9 @@ CHILD = textwrap.dedent("""
 
 def test_two_processes_asking_for_a_cold_model_train_it_once(tmp_path):
     log = tmp_path / "runs.log"
-    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(log)], stdout=subprocess.PIPE, text=True)
-                for _ in range(2)]
+    env = {**os.environ, "BERTGPT_CACHE": str(tmp_path / "cache")}  # empty: other tests filled the shared one
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(log)], stdout=subprocess.PIPE, text=True,
+                                 env=env) for _ in range(2)]
     outputs = [child.communicate(timeout=300)[0] for child in children]
     assert [child.returncode for child in children] == [0, 0]
     assert log.read_text().splitlines() == ["trained"]  # the second waited on the lock, then loaded
