@@ -41,7 +41,7 @@ class Checkpoint:
 
     model: torch.nn.Module  #: a GPT or BERT (or a fine-tuned classifier around one)
     tokenizer: Tokenizer
-    info: dict  #: everything config.json holds: "config", "family", "train", "metrics", ...
+    info: dict  #: everything config.json holds — "config", "family", "train", "metrics", ...
 
     @property
     def config(self) -> ModelConfig:

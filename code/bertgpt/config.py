@@ -25,9 +25,9 @@ class ModelConfig:
     d_model: int = 128       #: width of the residual stream
     d_ff: int = 512          #: hidden width of each block's feed-forward network
     dropout: float = 0.1     #: on embeddings, attention weights and residual branches
-    causal: bool = True      #: True: position i sees only positions <= i (GPT); False: all (BERT)
-    segments: int = 0        #: segment (A/B) embedding types: 0 for GPT, 2 for BERT
-    norm: str = "post"       #: "post": LayerNorm after each residual add (both 2018 papers); "pre": GPT-2 on
+    causal: bool = True      #: True — position i sees only positions <= i (GPT); False — all (BERT)
+    segments: int = 0        #: segment (A/B) embedding types — 0 for GPT, 2 for BERT
+    norm: str = "post"       #: "post" — LayerNorm after each residual add (both 2018 papers); "pre" — GPT-2
 
     def __post_init__(self):
         if self.d_model % self.n_head:
@@ -52,12 +52,12 @@ class TrainConfig:
     accumulate: int = 1        #: micro-batches per update (effective batch = batch_size * accumulate)
     lr: float = 1e-3           #: peak learning rate, reached at the end of warm-up
     warmup: int = 100          #: linear warm-up, in updates
-    decay: str = "cosine"      #: after warm-up: "cosine" or "linear" to zero, or "constant"
+    decay: str = "cosine"      #: after warm-up — "cosine" or "linear" to zero, or "constant"
     weight_decay: float = 0.01  #: AdamW, on weight matrices and embeddings; not on biases or LayerNorms
     grad_clip: float = 1.0     #: global gradient-norm clip; 0 turns it off
     eval_every: int = 200      #: validate every this many updates (and at the end)
     eval_batches: int = 20     #: validation batches per evaluation
-    mask_rate: float = 0.15    #: BERT: fraction of positions chosen for prediction
+    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction
     seed: int = 0              #: model initialisation, dropout and the order of batches
 
     def __post_init__(self):
@@ -84,7 +84,7 @@ class FinetuneConfig:
     batch_size: int = 16       #: examples per update
     warmup: float = 0.1        #: fraction of all updates spent warming up; then linear decay to zero
     weight_decay: float = 0.01  #: AdamW, as in pretraining
-    lm_coef: float = 0.5       #: GPT's λ of the auxiliary LM loss (GPT-1: 0.5); BERT has none
+    lm_coef: float = 0.5       #: GPT's λ of the auxiliary LM loss (GPT-1 — 0.5); BERT has none
     freeze: int = 0            #: keep the embeddings and the lower ``freeze`` blocks fixed
     patience: int = 2          #: stop after this many epochs without a better validation accuracy
     restarts: int = 1          #: runs with other seeds; the best on validation is kept (BERT, section 4.1)

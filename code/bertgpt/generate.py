@@ -75,9 +75,9 @@ class Sampling:
     """How the next token is chosen from the model's distribution."""
 
     temperature: float = 1.0         #: divides the logits; 0 means greedy
-    top_k: int | None = None         #: sample among the k most probable tokens; None: all
-    top_p: float | None = None       #: sample among the most probable tokens holding mass p; None: all
-    repetition_penalty: float = 1.0  #: CTRL's penalty on tokens in the window; 1: none
+    top_k: int | None = None         #: sample among the k most probable tokens; None — all
+    top_p: float | None = None       #: sample among the most probable tokens holding mass p; None — all
+    repetition_penalty: float = 1.0  #: CTRL's penalty on tokens in the window; 1 — none
     greedy: bool = False             #: always take the most probable token
 
     def __post_init__(self):

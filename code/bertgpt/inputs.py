@@ -16,7 +16,7 @@ import re
 
 import torch
 
-IGNORE = -100  #: the one ignore index of every loss: padding and unchosen positions never count
+IGNORE = -100  #: the one ignore index of every loss — padding and unchosen positions never count
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 

@@ -50,6 +50,8 @@ class KVCache:
 
 
 class Attention(nn.Module):
+    """Multi-head self-attention; with ``config.causal`` each query reads only keys at or before it."""
+
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
         self.n_head, self.layer, self.dropout = cfg.n_head, layer, cfg.dropout
@@ -115,15 +117,17 @@ class Block(nn.Module):
 class Output:
     """What a forward pass returns; the optional parts are None unless asked for."""
 
-    hidden: torch.Tensor                         #: (B, T, d): the last layer, as the heads read it
+    hidden: torch.Tensor                         #: (B, T, d) — the last layer, as the heads read it
     logits: torch.Tensor | None = None           #: vocabulary logits (B, T, V), or (N, V) at ``predict``
-    states: list[torch.Tensor] | None = None     #: ``states=True``: embeddings, then every block (B, T, d)
-    attention: list[torch.Tensor] | None = None  #: ``attention=True``: per layer (B, n_head, T, S)
-    pooled: torch.Tensor | None = None           #: BERT: the ``[CLS]`` summary (B, d)
-    nsp_logits: torch.Tensor | None = None       #: BERT: (B, 2); class 1 means "B follows A"
+    states: list[torch.Tensor] | None = None     #: ``states=True`` — embeddings, then every block (B, T, d)
+    attention: list[torch.Tensor] | None = None  #: ``attention=True`` — per layer (B, n_head, T, S)
+    pooled: torch.Tensor | None = None           #: BERT — the ``[CLS]`` summary (B, d)
+    nsp_logits: torch.Tensor | None = None       #: BERT — (B, 2); class 1 means "B follows A"
 
 
 class Backbone(nn.Module):
+    """What GPT and BERT share: token, position (and segment) embeddings, then ``n_layer`` blocks."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.config = cfg

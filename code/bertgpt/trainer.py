@@ -151,7 +151,7 @@ class KeepBest:
     """An evaluation hook around another: it keeps the weights of the best evaluation and stops
     after ``patience`` evaluations without a better ``metric`` (higher is better; None: never stops).
 
-    After training, :meth:`restore` puts the best weights back; ``best`` and ``best_step`` say which.
+    After training, ``restore(model)`` puts the best weights back; ``best`` and ``best_step`` say which.
     """
 
     def __init__(self, evaluate, metric: str, patience: int | None = None):
