@@ -149,7 +149,7 @@ def test_page(name: str, server: str, browser):
         assert "$$" not in text and "\\(" not in text, "raw TeX left in the visible text"
 
     assert page.evaluate(LOAD_IMAGES) == [], "images that did not load"
-    assert "CC BY 4.0" in page.locator("footer").inner_text(), "no licence in the footer"
+    assert "CC BY 4.0" in page.locator("footer.bd-footer-content").inner_text(), "no licence in the footer"
 
     if source(name).suffix == ".ipynb":
         links = page.locator('a[href*="colab.research.google.com"]')
