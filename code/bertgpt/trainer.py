@@ -126,6 +126,8 @@ def precision(device, choice: str = "auto"):
 def grad_scaler(device, choice: str = "auto"):
     """A gradient scaler, enabled for fp16 only (bf16 has fp32's range and needs none)."""
     enabled = resolve_precision(device, choice) == "fp16"
+    if not hasattr(torch.amp, "GradScaler"):  # torch < 2.3 has only the CUDA one
+        return torch.cuda.amp.GradScaler(enabled=enabled)
     return torch.amp.GradScaler(torch.device(device).type, enabled=enabled)
 
 
