@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from .config import TrainConfig
+from .config import PRECISIONS, TrainConfig
 
 
 def default_device() -> str:
@@ -73,7 +73,6 @@ def to_device(batch, device):
 
 # --- Precision: the one place that decides the number format of the forward pass ------------------
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # bf16 autocast on CPUs that multiply bf16 natively (AVX-512 BF16, AMX). Measured on 2 cores of a
 # Xeon with AVX-512 BF16 at the mini shape: CPU_BF16_MEASUREMENT. So "auto" CPU_BF16_VERDICT.
 CPU_BF16_AUTO = False
