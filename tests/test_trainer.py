@@ -36,7 +36,7 @@ def test_gradient_accumulation_matches_one_large_batch():
         model = tiny("gpt")
         halves = iter([(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, 8, batch_size)])
         cfg = bertgpt.TrainConfig(steps=1, batch_size=batch_size, accumulate=accumulate, warmup=1,
-                                  grad_clip=0)
+                                  grad_clip=0, precision="fp32")  # bf16 rounds differently per batch shape
         bertgpt.train(model, clm_loss, halves, cfg, progress=False)
         results.append(model.backbone.tok_emb.weight.detach().clone())
     assert torch.allclose(results[0], results[1], atol=1e-6)
