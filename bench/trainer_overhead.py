@@ -37,7 +37,8 @@ def bare_loop(model, stream, steps, cfg):
 
 
 def package_loop(model, stream, steps, cfg):
-    tcfg = bertgpt.TrainConfig(steps=steps, batch_size=32, lr=1e-3, warmup=5, eval_every=10**9)
+    tcfg = bertgpt.TrainConfig(steps=steps, batch_size=32, lr=1e-3, warmup=5, eval_every=10**9,
+                               precision="fp32")  # as the bare loop: the loop is measured, not bf16
     batches = gpt_batches(stream, cfg.context, 32, torch.Generator().manual_seed(0))
     history = bertgpt.train(model, clm_loss, batches, tcfg, progress="bertgpt loop")
     return history.tokens_per_second

@@ -1,5 +1,6 @@
 """bertgpt.hub: the cache of pretrained models, shared safely between processes."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -81,3 +82,11 @@ def test_two_processes_asking_for_a_cold_model_train_it_once(tmp_path):
     assert [child.returncode for child in children] == [0, 0]
     assert log.read_text().splitlines() == ["trained"]  # the second waited on the lock, then loaded
     assert outputs[0] == outputs[1]  # and both got the same weights
+
+
+def test_how_a_run_executes_is_not_part_of_the_cache_key(corpus, monkeypatch):
+    before = bertgpt.hub.cache_path("gpt-mini", corpus)
+    cfg, tcfg = bertgpt.hub.pretrained_configs("gpt-mini")
+    faster = dataclasses.replace(tcfg, precision="bf16", compile=True)
+    monkeypatch.setattr(bertgpt.hub, "pretrained_configs", lambda name, seed=0: (cfg, faster))
+    assert bertgpt.hub.cache_path("gpt-mini", corpus) == before

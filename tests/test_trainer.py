@@ -1,4 +1,5 @@
 import copy
+import dataclasses
 import itertools
 
 import pytest
@@ -6,7 +7,7 @@ import torch
 
 import bertgpt
 from bertgpt.pretraining import clm_loss
-from bertgpt.trainer import KeepBest, lr_factor
+from bertgpt.trainer import KeepBest, lr_factor, resolve_precision
 from conftest import tiny
 
 
@@ -35,7 +36,7 @@ def test_gradient_accumulation_matches_one_large_batch():
         model = tiny("gpt")
         halves = iter([(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, 8, batch_size)])
         cfg = bertgpt.TrainConfig(steps=1, batch_size=batch_size, accumulate=accumulate, warmup=1,
-                                  grad_clip=0)
+                                  grad_clip=0, precision="fp32")  # bf16 rounds differently per batch shape
         bertgpt.train(model, clm_loss, halves, cfg, progress=False)
         results.append(model.backbone.tok_emb.weight.detach().clone())
     assert torch.allclose(results[0], results[1], atol=1e-6)
@@ -91,3 +92,39 @@ def test_validate_restores_the_mode_it_found():
     model = tiny("gpt").train()
     batches = list(itertools.islice(_stream(), 2))
     assert bertgpt.validate(model, clm_loss, batches)["loss"] > 0 and model.training
+
+
+def test_bf16_autocast_on_the_cpu_trains_as_fp32_does_within_rounding():
+    cfg = bertgpt.TrainConfig(steps=5, batch_size=4, warmup=1)
+    losses = {}
+    for name in ("fp32", "bf16"):
+        history = bertgpt.train(tiny("gpt"), clm_loss, _stream(), dataclasses.replace(cfg, precision=name),
+                                progress=False)
+        assert history.setup["precision"] == name
+        losses[name] = history.train[-1]["loss"]
+    assert losses["bf16"] == pytest.approx(losses["fp32"], abs=0.05)
+
+
+def test_precision_is_checked_by_name_and_fp16_asks_for_a_gpu():
+    assert resolve_precision("cpu", "bf16") == "bf16"
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        resolve_precision("cpu", "fp16")
+    with pytest.raises(ValueError, match="precision must be"):
+        bertgpt.TrainConfig(precision="fp8")
+
+
+def test_a_state_saved_before_the_gradient_scaler_still_resumes():
+    cfg = bertgpt.TrainConfig(steps=4, batch_size=4, warmup=1, eval_every=2)
+    saved = {}
+
+    def stop_at_2(run):
+        saved.update(weights=copy.deepcopy(run.model.state_dict()), state=run.state_dict())
+        run.stop = True
+        return {}
+
+    bertgpt.train(tiny("gpt"), clm_loss, _stream(), cfg, evaluate=stop_at_2, progress=False)
+    old = dict(saved["state"], rng=saved["state"]["rng"]["cpu"])  # the format of earlier checkpoints
+    del old["scaler"]
+    model = tiny("gpt")
+    model.load_state_dict(saved["weights"])
+    assert bertgpt.train(model, clm_loss, _stream(), cfg, progress=False, resume=old).train[-1]["step"] == 4

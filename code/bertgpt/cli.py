@@ -3,11 +3,20 @@
     python -m bertgpt pretrain --model gpt --preset mini --steps 1200 --out runs/gpt-mini
     python -m bertgpt pretrain --resume runs/gpt-mini          # continue an interrupted run
     python -m bertgpt bench --model gpt --preset mini --steps 20 --set vocab_size=100
+    python -m bertgpt bench --model gpt --preset small --set precision=fp16 --set compile=true
     python -m bertgpt generate --checkpoint gpt-mini --prompt "the state of the union" --max-new-tokens 30
     python -m bertgpt fill --checkpoint bert-mini --text "the state of the [MASK] is strong"
     python -m bertgpt finetune --checkpoint gpt-mini --task era --examples 300 --set epochs=4 --out runs/gpt
     python -m bertgpt finetune --checkpoint bert-mini --task era --examples 300 --from-scratch --out runs/b0
     python -m bertgpt probe --checkpoint bert-mini --task era
+
+Several processes (DistributedDataParallel; each process trains on its own share of the batches,
+only rank 0 writes and prints; ``--resume`` works the same way)::
+
+    torchrun --nproc_per_node=4 -m bertgpt pretrain --model gpt --preset small --out runs/gpt-small
+    torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --rdzv_backend=c10d \
+        --rdzv_endpoint=HOST:29500 -m bertgpt pretrain --model gpt --preset small --out runs/gpt-small
+    (the same on the second machine with --node_rank=1; HOST is the first machine's address)
 
 This is one of the two places (with :func:`bertgpt.hub.pretrained`) where a name such as
 ``gpt-mini`` becomes a checkpoint; a checkpoint given as a directory is loaded from it.
@@ -18,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import resource
 import sys
 import time
@@ -32,11 +42,20 @@ from .generate import Sampling, fill_mask, generate
 from .hub import NAMES, pretrained, untrained
 from .inputs import IGNORE
 from .model import build, count_parameters
-from .pretraining import DEFAULT_TOKENIZER, clm_loss, mlm_nsp_loss, pretrain, resume, summary
+from .pretraining import DEFAULT_TOKENIZER, clm_loss, mlm_nsp_loss, prepare, pretrain, resume, summary
 from .probes import POOLS, probe
 from .tasks import TASKS, load_task
 from .tokenizer import KINDS
-from .trainer import default_device, train
+from .trainer import (
+                      barrier,
+                      default_device,
+                      finish_distributed,
+                      init_distributed,
+                      is_main,
+                      resolve_precision,
+                      train,
+                      world,
+)
 
 
 def _checkpoint(args, family: str | None = None, from_scratch: bool = False) -> Checkpoint:
@@ -76,22 +95,36 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
 
 
-def cmd_pretrain(args) -> dict:
+def cmd_pretrain(args) -> dict | None:
+    """Pretrain (or resume) and save; under torchrun, in every process, and rank 0 reports."""
+    device = init_distributed(args.device) or args.device
+    try:
+        return _pretrain(args, device)
+    finally:
+        finish_distributed()
+
+
+def _pretrain(args, device) -> dict | None:
     corpus = load_corpus(args.corpus)
     if args.resume:
         out, train_info = args.resume, read_info(args.resume).get("train")
-        model, tok, history = resume(out, corpus, device=args.device)
+        model, tok, history = resume(out, corpus, device=device)
     else:
         if not args.out:
             raise ValueError("pretrain needs --out DIR (or --resume DIR to continue an interrupted run)")
         cfg, tcfg = _configs(args)
+        if world()[1] > 1:  # one process per machine trains the tokenizer into its cache; the rest load it
+            if int(os.environ.get("LOCAL_RANK", 0)) == 0:
+                prepare(corpus, cfg, args.tokenizer)
+            barrier()
         out, train_info = args.out, dataclasses.asdict(tcfg)
-        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=args.tokenizer, device=args.device,
-                                       out=out)
+        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=args.tokenizer, device=device, out=out)
+    if not is_main():
+        return None
     metrics = summary(model, history)
     save(out, model.cpu(), tok, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint, train=train_info,
          metrics=metrics, history=dict(train=history.train, val=history.val))  # finished: no training state
-    return dict(**metrics, checkpoint=str(out))
+    return dict(**metrics, **history.setup, checkpoint=str(out))
 
 
 def _peak_memory_mb(device: torch.device) -> float:
@@ -100,8 +133,45 @@ def _peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux: the process's peak
 
 
+# Dense bf16/fp16 tensor-core peaks in TFLOP/s from the vendors' data sheets (SXM parts where there
+# are two), matched against the CUDA device's name in this order.
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "V100": 125.0,
+               "T4": 65.0}
+
+
+def flops_per_token(cfg) -> float:
+    """Training FLOPs per token: 6·N for the weight matrices (N: every parameter but the position
+    table; the token table is the tied output layer's matrix) plus 12·L·T·d for the attention
+    scores and their weighted sum (PaLM, appendix B). BERT's output layer runs only on the masked
+    positions, so for BERT this counts more than is done."""
+    with torch.device("meta"):
+        n = count_parameters(build(cfg)) - cfg.context * cfg.d_model
+    return 6 * n + 12 * cfg.n_layer * cfg.context * cfg.d_model
+
+
+def peak_tflops(device: torch.device, precision: str) -> tuple[float | None, str]:
+    """(peak TFLOP/s, where it comes from): the table for a known GPU, a timed matmul on the CPU."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        for key, peak in PEAK_TFLOPS.items():
+            if key in name:
+                return peak, f"table: {key} dense bf16/fp16"
+        return None, f"unknown GPU {name!r}: not in the table"
+    if device.type != "cpu":
+        return None, f"no peak known for {device.type}"
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = torch.randn(1024, 1024, dtype=dtype), torch.randn(1024, 1024, dtype=dtype)
+    a @ b
+    n, tic = 0, time.perf_counter()
+    while time.perf_counter() - tic < 0.5:
+        a @ b
+        n += 1
+    return 2 * 1024**3 * n / (time.perf_counter() - tic) / 1e12, f"measured: {dtype} 1024x1024 matmul"
+
+
 def cmd_bench(args) -> dict:
-    """Train on random tokens for a few steps and time it: the model's speed, free of data costs."""
+    """Train on random tokens for a few steps and time it: the model's speed, free of data costs, and
+    its model-FLOP utilisation (the share of the device's peak that the model's arithmetic uses)."""
     cfg, tcfg = _configs(args)
     device = torch.device(args.device or default_device())
     torch.manual_seed(args.seed)
@@ -121,7 +191,7 @@ def cmd_bench(args) -> dict:
 
     loss_fn = clm_loss if cfg.causal else mlm_nsp_loss
     warm = dataclasses.replace(tcfg, steps=2, warmup=1)
-    train(model, loss_fn, batches(), warm, progress=False)  # allocations, kernels
+    train(model, loss_fn, batches(), warm, progress=False)  # allocations, kernels (and compiling)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)
@@ -130,12 +200,19 @@ def cmd_bench(args) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - tic
-    return dict(tokens_per_second=round(history.tokens / seconds, 1),
-                ms_per_step=round(1000 * seconds / tcfg.steps, 2),
+    tokens_per_second = history.tokens / seconds
+    achieved = flops_per_token(cfg) * tokens_per_second / 1e12
+    peak, peak_source = peak_tflops(device, resolve_precision(device, tcfg.precision))
+    return dict(tokens_per_second=round(tokens_per_second, 1),
+                ms_per_step=round(1000 * seconds / tcfg.steps, 2), model_tflops=round(achieved, 4),
+                mfu=round(achieved / peak, 4) if peak else None,
+                peak_tflops=round(peak, 3) if peak else None, peak_source=peak_source,
+                final_loss=history.train[-1]["loss"],
                 peak_memory_mb=round(_peak_memory_mb(device), 1), device=str(device),
                 params=count_parameters(model), n_layer=cfg.n_layer, n_head=cfg.n_head,
                 d_model=cfg.d_model, context=cfg.context, vocab_size=cfg.vocab_size,
-                batch_size=B, accumulate=tcfg.accumulate, steps=tcfg.steps, family=cfg.family)
+                batch_size=B, accumulate=tcfg.accumulate, steps=tcfg.steps, family=cfg.family,
+                **history.setup)
 
 
 def cmd_generate(args) -> dict:
@@ -240,4 +317,5 @@ def main(argv=None) -> None:
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    print(json.dumps(result))
+    if result is not None:  # None: a torchrun process other than rank 0
+        print(json.dumps(result))

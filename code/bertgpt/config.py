@@ -14,6 +14,7 @@ import typing
 from dataclasses import dataclass
 
 FAMILIES = ("gpt", "bert")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # TrainConfig.precision; bertgpt.trainer resolves "auto"
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,13 @@ class TrainConfig:
     eval_batches: int = 20     #: validation batches per evaluation
     mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction
     seed: int = 0              #: model initialisation, dropout and the order of batches
+    # How to run, not what to learn: neither is in a pretrained model's cache key (bertgpt.hub).
+    precision: str = "auto"    #: "fp32", "bf16", "fp16" or "auto" (bertgpt.trainer.resolve_precision)
+    compile: bool = False      #: torch.compile the forward pass (compiling costs time at the start)
 
     def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.decay not in ("cosine", "linear", "constant"):
             raise ValueError(f"decay must be 'cosine', 'linear' or 'constant', not {self.decay!r}")
         if not 0 < self.mask_rate < 1:

@@ -34,6 +34,8 @@ from .pretraining import prepare, pretrain, summary
 from .tokenizer import cache_dir
 
 RECIPE = 1  # bump when pretraining changes in a way the configs do not show
+# Training fields that say how a run executes, as the device does, not what it learns: not in the key.
+RUN_ONLY = ("precision", "compile")
 NAMES = tuple(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small"))
 
 
@@ -48,7 +50,8 @@ def pretrained_configs(name: str, seed: int = 0):
 def cache_path(name: str, corpus: Corpus, seed: int = 0):
     """The cache directory of pretrained model ``name`` on ``corpus``."""
     cfg, tcfg = pretrained_configs(name, seed)
-    blob = json.dumps([dataclasses.asdict(cfg), dataclasses.asdict(tcfg), corpus.fingerprint, RECIPE])
+    train = {k: v for k, v in dataclasses.asdict(tcfg).items() if k not in RUN_ONLY}
+    blob = json.dumps([dataclasses.asdict(cfg), train, corpus.fingerprint, RECIPE])
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
     return cache_dir() / "models" / f"{name}-{corpus.name}-{key}"
 

@@ -29,7 +29,7 @@ from .corpus import Corpus, Document
 from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
 from .model import build, count_parameters
 from .tokenizer import Tokenizer, tokenizer_for
-from .trainer import History, default_device, train, validate
+from .trainer import History, default_device, is_main, train, validate
 
 # --- GPT: a causal language model over a stream of tokens ---------------------------------------
 
@@ -276,10 +276,11 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
     def evaluate(run):
         metrics = validate(model, loss_fn, val_batches)
         if out is not None:  # a checkpoint to resume from, with this evaluation in its history
-            state = run.state_dict()
+            state = run.state_dict()  # in every process (under torchrun it gathers their random states)
             state["history"]["val"].append(dict(step=run.step, **metrics))
-            save(out, model, tok, training_state=state, corpus=corpus.name,
-                 corpus_fingerprint=corpus.fingerprint, train=dataclasses.asdict(train_cfg))
+            if is_main():  # one writer
+                save(out, model, tok, training_state=state, corpus=corpus.name,
+                     corpus_fingerprint=corpus.fingerprint, train=dataclasses.asdict(train_cfg))
         return metrics
 
     label = f"pretrain {model.family} ({count_parameters(model):,} params)"
