@@ -18,9 +18,11 @@ ask for the same cold model train it once, and the second loads what the first w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import warnings
 
 import torch
@@ -33,7 +35,7 @@ from .model import build
 from .pretraining import prepare, pretrain, summary
 from .tokenizer import cache_dir
 
-RECIPE = 1  # bump when pretraining changes in a way the configs do not show
+RECIPE = 2  # bump when pretraining changes in a way the configs do not show
 # Training fields that say how a run executes, as the device does, not what it learns: not in the key.
 RUN_ONLY = ("precision", "compile")
 NAMES = tuple(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small"))
@@ -60,6 +62,21 @@ def _corpus(corpus: str | Corpus) -> Corpus:
     return corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
 
 
+@contextlib.contextmanager
+def training_threads():
+    """Train on ``$BERTGPT_THREADS`` threads, else on every core (8 at most), then restore the caller's.
+
+    Chapters run their own small computations on one thread; a cold ``pretrained()`` inside them
+    should still use the whole machine.
+    """
+    caller = torch.get_num_threads()
+    torch.set_num_threads(int(os.environ.get("BERTGPT_THREADS") or min(os.cpu_count() or 1, 8)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(caller)
+
+
 def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=None,
                progress: bool = True) -> Checkpoint:
     """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), from the cache or trained now.
@@ -78,7 +95,8 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
                 return load(directory, family, device or "cpu")
             except CheckpointError as exc:
                 warnings.warn(f"rebuilding the cached {name}: {exc}", stacklevel=2)
-        model, tok, history = pretrain(corpus, cfg, tcfg, device=device, progress=progress)
+        with training_threads():
+            model, tok, history = pretrain(corpus, cfg, tcfg, device=device, progress=progress)
         save(directory, model.cpu(), tok, name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg),
              metrics=summary(model, history), history=dict(train=history.train, val=history.val))
     return load(directory, family, device or "cpu")

@@ -20,6 +20,7 @@ through it::
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -54,7 +55,7 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
-        self.n_head, self.layer, self.dropout = cfg.n_head, layer, cfg.dropout
+        self.n_head, self.layer = cfg.n_head, layer
         self.causal = cfg.causal  # the one switch between the two 2018 models
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
@@ -83,7 +84,7 @@ class Attention(nn.Module):
             y = self.drop(weights) @ v
         else:  # fused_causal: the kernel builds the triangle itself
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=fused_causal,
-                                               dropout_p=self.dropout if self.training else 0.0)
+                                               dropout_p=self.drop.p if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d)
         return self.drop(self.proj(y)), weights
 
@@ -173,6 +174,23 @@ class Backbone(nn.Module):
         x = self.norm(x)
         kept[-1] = x
         return Output(hidden=x, states=kept if states else None, attention=weights if attention else None)
+
+
+@contextlib.contextmanager
+def dropout_rate(model: nn.Module, p: float | None):
+    """Every dropout of ``model`` at rate ``p`` inside the block (``None``: unchanged), then as built.
+
+    Pretraining the minis without dropout leaves the saved model's own rate, which fine-tuning uses.
+    """
+    layers = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    built = [m.p for m in layers]
+    for m in layers:
+        m.p = m.p if p is None else p
+    try:
+        yield model
+    finally:
+        for m, rate in zip(layers, built):
+            m.p = rate
 
 
 def init_weights(module: nn.Module) -> None:

@@ -3,7 +3,9 @@
 GPT (causal LM): contiguous windows over the tokenized training text; the target is the window
 shifted by one. BERT (masked LM + next sentence): sentence pairs, half of them true continuations
 and half with a second segment from another document, with 15% of positions chosen for
-prediction, of which 80% become ``[MASK]``, 10% a random token and 10% stay as they are.
+prediction (``mask_rate``; bert-mini departs from the paper with 40%), of which 80% become
+``[MASK]``, 10% a random token and 10% stay as they are. ``short_fraction`` of the updates come
+first, on sequences of ``short_length`` tokens, as BERT trained 90% of its steps at 128 of 512.
 
 Masking is *dynamic* by default, as in RoBERTa (Liu et al., 2019): every pass over the documents
 draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraining_data.py`` draws
@@ -18,6 +20,7 @@ continues an interrupted run from it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import warnings
 
 import torch
@@ -27,7 +30,7 @@ from .checkpoint import CheckpointError, load, load_training_state, save
 from .config import ModelConfig, TrainConfig
 from .corpus import Corpus, Document
 from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
-from .model import build, count_parameters
+from .model import build, count_parameters, dropout_rate
 from .tokenizer import Tokenizer, tokenizer_for
 from .trainer import History, default_device, is_main, train, validate
 
@@ -206,6 +209,7 @@ def mlm_nsp_loss(model, batch):
 # --- Putting it together --------------------------------------------------------------------------
 
 DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}
+VAL_MASK_RATE = 0.15  # validation masks the paper's rate, whatever the training rate, so accuracies compare
 
 
 def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: TrainConfig):
@@ -221,12 +225,16 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
         val = gpt_eval_batches(token_stream(tok, val_docs), cfg.context, train_cfg.batch_size,
                                train_cfg.eval_batches)
         return train, val
-    train = bert_batches(document_sentences(tok, corpus.train), tok, cfg.context,
-                         train_cfg.batch_size, train_cfg.mask_rate, g)
+    docs = document_sentences(tok, corpus.train)
+    short = round(train_cfg.short_fraction * train_cfg.steps * train_cfg.accumulate)  # micro-batches
+    train = itertools.chain(  # short sequences first, then the model's full context (BERT's schedule)
+        itertools.islice(bert_batches(docs, tok, min(train_cfg.short_length, cfg.context),
+                                      train_cfg.batch_size, train_cfg.mask_rate, g), short),
+        bert_batches(docs, tok, cfg.context, train_cfg.batch_size, train_cfg.mask_rate, g))
     val_gen = torch.Generator().manual_seed(10_000 + train_cfg.seed)  # fixed pairs and masks
     val_pairs = nsp_pairs(document_sentences(tok, val_docs), cfg.context - 3, val_gen)
     val_pairs = val_pairs[: train_cfg.eval_batches * train_cfg.batch_size]
-    val = [bert_collate(val_pairs[i:i + train_cfg.batch_size], tok, train_cfg.mask_rate, val_gen)
+    val = [bert_collate(val_pairs[i:i + train_cfg.batch_size], tok, VAL_MASK_RATE, val_gen)
            for i in range(0, len(val_pairs), train_cfg.batch_size)]
     return train, val
 
@@ -284,8 +292,9 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
         return metrics
 
     label = f"pretrain {model.family} ({count_parameters(model):,} params)"
-    return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate,
-                 progress=label if options["progress"] else False, resume=options.get("resume"))
+    with dropout_rate(model, train_cfg.dropout):  # the saved model keeps its own rate for fine-tuning
+        return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate,
+                     progress=label if options["progress"] else False, resume=options.get("resume"))
 
 
 def summary(model, history: History) -> dict:
