@@ -1,6 +1,6 @@
 """Pretrained models shared by the chapters: trained once, then loaded from a cache.
 
-``pretrained("gpt-mini")`` pretrains the ``mini`` GPT on the corpus the first time (about three
+``pretrained("gpt-mini")`` pretrains the ``mini`` GPT on the corpus the first time (about four
 minutes on two CPU cores, with a progress bar) and saves it under ``$BERTGPT_CACHE/models``
 (default ``~/.cache/bertgpt``); later calls load it. The cache key covers the model and training
 configs, the corpus's content, the seed and the recipe version, so a change to any of them trains
