@@ -83,19 +83,24 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
 
 
+#: The fine-tuning learning rate of each family when ``FinetuneConfig.lr`` is None: measured best on
+#: validation for the minis (bench/finetune_sweep.py).
+FINETUNE_LR = {"gpt": 1e-3, "bert": 3e-4}
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
     """The fine-tuning recipe: one run is one optimizer and one schedule (warm-up, then linear decay).
 
     ``lr`` and ``epochs`` were chosen on validation by ``bench/finetune_sweep.py`` (lr 1e-4, 3e-4,
     1e-3 against 3 and 6 epochs; 300 examples of ``era`` and ``next``, both minis, 3 seeds; the table
-    is in ``bench/README.md``): 3e-4 for 6 epochs scored best for BERT on both tasks and for GPT on
-    ``era``. That is 5 to 15 times the papers' rates (GPT-1 6.25e-5, BERT 2e-5 to 5e-5) for a model
-    about a hundred times smaller, fine-tuned on a few hundred examples.
+    is in ``bench/README.md``): 6 epochs beat 3 everywhere; GPT scored best at 1e-3 on both tasks,
+    BERT at 3e-4 on both (:data:`FINETUNE_LR`). These are 5 to 50 times the papers' rates (GPT-1
+    6.25e-5, BERT 2e-5 to 5e-5), for models about a hundred times smaller, on a few hundred examples.
     """
 
     epochs: int = 6            #: passes over the training examples, at most (early stopping may end sooner)
-    lr: float = 3e-4           #: peak learning rate
+    lr: float | None = None    #: peak learning rate; None — the family's, FINETUNE_LR
     batch_size: int = 16       #: examples per update
     warmup: float = 0.1        #: fraction of all updates spent warming up; then linear decay to zero
     weight_decay: float = 0.01  #: AdamW, as in pretraining
@@ -109,7 +114,7 @@ class FinetuneConfig:
         for name in ("epochs", "batch_size", "patience", "restarts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
-        if self.freeze < 0 or not 0 <= self.warmup < 1 or self.lr <= 0:
+        if self.freeze < 0 or not 0 <= self.warmup < 1 or (self.lr is not None and self.lr <= 0):
             raise ValueError(f"freeze must be >= 0, warmup in [0, 1) and lr > 0, not {self.freeze}, "
                              f"{self.warmup} and {self.lr}")
 

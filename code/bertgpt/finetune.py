@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checkpoint import Checkpoint, load, save
-from .config import FinetuneConfig, ModelConfig, TrainConfig
+from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
 from .evaluate import accuracy
 from .inputs import IGNORE, bert_inputs, gpt_inputs, pad, truncate_pair
 from .model import build, init_weights
@@ -248,6 +248,7 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
     """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""
     family = ck.model.family
     lm_coef = cfg.lm_coef if family == "gpt" else 0.0
+    lr = cfg.lr or FINETUNE_LR[family]
     torch.manual_seed(seed)
     model = build(ck.config, family) if from_scratch else copy.deepcopy(ck.model)  # never alter the caller's
     freeze_layers(model, cfg.freeze)
@@ -255,7 +256,7 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
     rows = classifier.pack(task.train)
     per_epoch = math.ceil(len(rows) / cfg.batch_size)
     steps = per_epoch * cfg.epochs
-    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, decay="linear",
+    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=lr, decay="linear",
                             warmup=round(cfg.warmup * steps), weight_decay=cfg.weight_decay,
                             eval_every=per_epoch, seed=seed)
     keep = KeepBest(lambda run: dict(accuracy=_accuracy(classifier, task.val)), "accuracy", cfg.patience)
@@ -269,7 +270,7 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
                for r in h.val]
     result = dict(task=task.name, family=family, val_accuracy=keep.best, epochs_run=len(history),
                   best_epoch=keep.best_step // per_epoch, train_examples=len(task.train), lm_coef=lm_coef,
-                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, lr=cfg.lr,
+                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, lr=lr,
                   batch_size=cfg.batch_size, history=history)
     return classifier, result
 
