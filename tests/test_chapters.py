@@ -83,12 +83,12 @@ def minis(worker_id):
     """The shared pretrained minis, in the model cache before any chapter starts.
 
     Each worker asks for them in its own order, so two workers train the two models side by side,
-    one core each, and then load what the other wrote.
+    one thread each (``BERTGPT_THREADS``), and then load what the other wrote.
     """
     names = MINIS if worker_id in ("master", "gw0") or int(worker_id[2:]) % 2 == 0 else MINIS[::-1]
     script = "import bertgpt, sys\nfor name in sys.argv[1:]:\n    bertgpt.pretrained(name)"
     subprocess.run([sys.executable, "-c", script, *names], check=True,
-                   env={**ENVIRON, "OMP_NUM_THREADS": "1"})
+                   env={**ENVIRON, "BERTGPT_THREADS": "1"})
 
 
 def test_every_chapter_starts_with_the_first_cell():
