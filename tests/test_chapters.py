@@ -110,7 +110,7 @@ def test_chapter_runs_whole_as_in_colab(chapter, colab, minis, tmp_path):
 
     env = {k: v for k, v in ENVIRON.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(JUPYTER_PATH=str(colab["venv"] / "share" / "jupyter"), PYTHONNOUSERSITE="1",
-               BERTGPT_QUIET="1")
+               BERTGPT_QUIET="1", OMP_NUM_THREADS="1")  # two chapters at once share two cores
     torch_before = _torch_stamp(colab["venv"])
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                "--nbval-kernel-name", KERNEL, f"--nbval-cell-timeout={LIMIT}", chapter.name]
