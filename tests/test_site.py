@@ -3,7 +3,8 @@
 Builds the site with the strict command, serves it on 127.0.0.1 and opens every page of the table of
 contents in headless Chromium: no console errors, formulas typeset by MathJax, every image loaded,
 and on chapter pages a Colab launch link to the chapter's notebook. A screenshot of each page is saved
-to _build/screenshots/<name>.png.
+to _build/screenshots/<name>.png. Every page is opened a second time in dark mode (screenshots in
+_build/screenshots/dark/), and the search page must find a word that only a chapter uses.
 """
 
 from __future__ import annotations
@@ -162,3 +163,51 @@ def test_page(name: str, server: str, browser):
     page.close()
     assert errors == [], errors
     assert MISSING == [], f"files not found: {MISSING}"
+
+
+CONTRAST = """() => {
+    // Relative luminance (WCAG) of the article's text colour and of the page background.
+    const lum = css => {
+        const [r, g, b] = css.match(/[\\d.]+/g).slice(0, 3).map(Number).map(v => {
+            v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const text = document.querySelector('article p') || document.querySelector('article');
+    const fg = lum(getComputedStyle(text).color);
+    const bg = lum(getComputedStyle(document.body).backgroundColor);
+    return (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+}"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_in_dark_mode(name: str, server: str, browser):
+    """The page in a reader's dark mode: the theme follows it, text stays readable, no errors."""
+    errors = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme="dark")
+    page.on("console", lambda msg: msg.type == "error" and not msg.text.startswith(
+        "Failed to load resource") and errors.append(msg.text))
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server}/{name}.html", wait_until="load")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    contrast = page.evaluate(CONTRAST)
+    assert contrast >= 4.5, f"text contrast {contrast:.1f}:1 in dark mode"  # WCAG AA
+    page.evaluate(LOAD_IMAGES)
+    (SCREENSHOTS / "dark").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "dark" / f"{Path(name).name}.png"), full_page=True)
+    page.close()
+    assert errors == [], errors
+
+
+# A word that only chapter 2 uses, and the page the search must list for it.
+SEARCH_WORD, SEARCH_PAGE = "skeleton", "chapters/02_one_skeleton.html"
+
+
+def test_search_finds_a_chapter(server: str, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/search.html?q={SEARCH_WORD}", wait_until="load")
+    page.wait_for_selector("#search-results ul.search li a", timeout=20_000)
+    hrefs = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
+    page.close()
+    assert any(SEARCH_PAGE in href for href in hrefs), hrefs

@@ -1,0 +1,46 @@
+"""Cheap checks of the book's sources that the strict build does not make on its own."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def markdown(chapter: Path) -> str:
+    cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def glossary_terms() -> set[str]:
+    """The terms of book/glossary.md: the unindented lines of its glossary block."""
+    text = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
+    block = text.split("```{glossary}", 1)[1].split("\n```", 1)[0]
+    return {line.strip().lower() for line in block.splitlines() if line.strip() and not line[0].isspace()}
+
+
+def test_every_exercise_is_listed_on_the_exercises_page():
+    listed = (ROOT / "book" / "exercises.md").read_text(encoding="utf-8")
+    for chapter in CHAPTERS:
+        for label in re.findall(r":label: (ex-[\w-]+)", markdown(chapter)):
+            assert f"`{label}`" in listed, f"{chapter.name}: {label} missing from book/exercises.md"
+
+
+def test_every_exercise_has_a_folded_solution():
+    for chapter in CHAPTERS:
+        text = markdown(chapter)
+        for label in re.findall(r":label: (ex-[\w-]+)", text):
+            solution = re.search(r"\{solution(?:-start)?\} " + label + r"\n:class: dropdown", text)
+            assert solution, f"{chapter.name}: {label} has no solution folded with :class: dropdown"
+
+
+def test_terms_link_to_the_glossary():
+    terms = glossary_terms()
+    for chapter in CHAPTERS:
+        for role in re.findall(r"\{term\}`([^`]+)`", markdown(chapter)):
+            target = re.search(r"<([^>]+)>$", role.replace("\n", " "))
+            term = (target.group(1) if target else role).replace("\n", " ").strip().lower()
+            assert term in terms, f"{chapter.name}: {{term}}`{role}` is not in book/glossary.md"
