@@ -284,10 +284,11 @@ def run(r: Recipe, corpus=None, log=print) -> dict:
 
         def loss_fn(model, batch, coef=r.nsp_coef):
             _, m = P.mlm_nsp_loss(model, batch)  # the same pieces, reweighted (recomputed: bench only)
-            h = model.backbone(batch["input_ids"], batch["segments"], batch["pad_mask"])
             chosen = batch["labels"] != P.IGNORE
-            mlm = F.cross_entropy(model.mlm_logits(h[chosen]).float(), batch["labels"][chosen])
-            nsp = F.cross_entropy(model.nsp_head(model.pooled(h)).float(), batch["is_next"])
+            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
+                        predict=chosen)
+            mlm = F.cross_entropy(out.logits.float(), batch["labels"][chosen])
+            nsp = F.cross_entropy(out.nsp_logits.float(), batch["is_next"])
             return mlm + coef * nsp, m
 
     if r.family == "bert" and r.unigram_bias:
@@ -324,7 +325,7 @@ def run(r: Recipe, corpus=None, log=print) -> dict:
         if step + 1 in eval_at:
             train_s += time.perf_counter() - tic
             with autocast(r.bf16, r.device):
-                m = validate(model, loss_fn, val, r.device)
+                m = validate(model, loss_fn, val)
             m = dict(
                 step=step + 1,
                 seconds=round(train_s, 1),
