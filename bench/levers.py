@@ -63,24 +63,9 @@ from bertgpt.config import model_config  # noqa: E402
 from bertgpt.corpus import load_corpus  # noqa: E402
 from bertgpt.model import build  # noqa: E402
 from bertgpt.tokenizer import cache_dir, tokenizer_for  # noqa: E402
-from bertgpt.trainer import to_device, validate  # noqa: E402
+from bertgpt.trainer import cpu_has_bf16, lr_factor, to_device, validate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-# --- bf16 support ---------------------------------------------------------------------------------
-
-
-def cpu_bf16_supported() -> bool:
-    """True when this CPU computes bf16 matrix products natively (AVX512-BF16 or AMX).
-
-    ``torch.backends.mkldnn`` reports it through oneDNN (``_is_mkldnn_bf16_supported``); without native
-    support oneDNN emulates bf16 and autocast is slower than fp32, so it must stay off there.
-    """
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def autocast(bf16: bool, device: str = "cpu"):
@@ -163,13 +148,6 @@ class Recipe:
     untie: bool = False  # BERT: the MLM decoder gets its own matrix (the paper ties it)
     pos_std: float = 0.02  # init std of the position embeddings (the papers: 0.02)
     unigram_bias: bool = False  # BERT: start the MLM output bias at log unigram frequencies
-
-
-def lr_factor(step, r: Recipe):
-    if step < r.warmup:
-        return (step + 1) / r.warmup
-    p = min(1.0, (step - r.warmup) / max(1, r.steps - r.warmup))
-    return 0.5 * (1 + math.cos(math.pi * p)) if r.decay == "cosine" else 1 - p
 
 
 @torch.no_grad()
@@ -308,6 +286,7 @@ def run(r: Recipe, corpus=None, log=print) -> dict:
         lr=r.lr,
         betas=(0.9, r.beta2),
     )
+    # The package's schedule: it reads only warmup, steps and decay, which a Recipe has too.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, r))
     evals, train_s, tokens = [], 0.0, 0
     eval_at = set(r.eval_at) | {r.steps}
@@ -525,7 +504,7 @@ def _recipe_from(args) -> Recipe:
             base[k] = v
     if args.bf16 is not None:
         base["bf16"] = args.bf16
-    base["bf16"] = base.get("bf16", False) and (base.get("device", "cpu") != "cpu" or cpu_bf16_supported())
+    base["bf16"] = base.get("bf16", False) and (base.get("device", "cpu") != "cpu" or cpu_has_bf16())
     base["eval_at"] = tuple(args.eval_at or ())
     base["unigram_bias"] = args.unigram_bias
     base["untie"] = args.untie
@@ -753,7 +732,7 @@ def main(argv=None):
     e.add_argument("--mode", choices=("seq", "par"), default="par")
     args = ap.parse_args(argv)
     print(
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpu bf16 {cpu_bf16_supported()}",
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpu bf16 {cpu_has_bf16()}",
         flush=True,
     )
     dict(speed=speed, data=data, train=train_cmd, e2e=e2e, dump=dump, sweep=sweep, bigram=bigram)[args.cmd](

@@ -85,7 +85,7 @@ def minis(worker_id):
     Each worker asks for them in its own order, so two workers train the two models side by side,
     one thread each (``BERTGPT_THREADS``), and then load what the other wrote.
     """
-    names = MINIS if worker_id in ("master", "gw0") or int(worker_id[2:]) % 2 == 0 else MINIS[::-1]
+    names = MINIS if worker_id == "master" or int(worker_id[2:]) % 2 == 0 else MINIS[::-1]
     script = "import bertgpt, sys\nfor name in sys.argv[1:]:\n    bertgpt.pretrained(name)"
     subprocess.run([sys.executable, "-c", script, *names], check=True,
                    env={**ENVIRON, "BERTGPT_THREADS": "1"})

@@ -184,8 +184,9 @@ def dropout_rate(model: nn.Module, p: float | None):
     """
     layers = [m for m in model.modules() if isinstance(m, nn.Dropout)]
     built = [m.p for m in layers]
-    for m in layers:
-        m.p = m.p if p is None else p
+    if p is not None:
+        for m in layers:
+            m.p = p
     try:
         yield model
     finally:
