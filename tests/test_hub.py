@@ -1,6 +1,5 @@
 """bertgpt.hub: the cache of pretrained models, shared safely between processes."""
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -84,9 +83,35 @@ def test_two_processes_asking_for_a_cold_model_train_it_once(tmp_path):
     assert outputs[0] == outputs[1]  # and both got the same weights
 
 
-def test_how_a_run_executes_is_not_part_of_the_cache_key(corpus, monkeypatch):
+def test_how_a_run_executes_is_not_part_of_the_cache_key_but_what_it_learns_is(corpus):
     before = bertgpt.hub.cache_path("gpt-mini", corpus)
-    cfg, tcfg = bertgpt.hub.pretrained_configs("gpt-mini")
-    faster = dataclasses.replace(tcfg, precision="bf16", compile=True)
-    monkeypatch.setattr(bertgpt.hub, "pretrained_configs", lambda name, seed=0: (cfg, faster))
-    assert bertgpt.hub.cache_path("gpt-mini", corpus) == before
+    faster = dict(precision="bf16", compile=True)
+    assert bertgpt.hub.cache_path("gpt-mini", corpus, changes=faster) == before
+    for variant in (dict(lr=1e-3), dict(n_layer=2), dict(snapshots=(5,))):
+        assert bertgpt.hub.cache_path("gpt-mini", corpus, changes=variant) != before
+
+
+def test_a_variant_is_trained_with_its_changes_and_keeps_its_snapshots(corpus):
+    changes = dict(steps=30, snapshots=(10, 20, 99))  # 99 is past the end: dropped
+    final = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes)
+    assert final.info["train"]["steps"] == 30 and final.info["train"]["snapshots"] == [10, 20]
+    assert [r["step"] for r in final.info["history"]["val"]] == [10, 20, 25, 30]  # snapshots are evaluated
+    early = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes, step=10)
+    assert early.info["step"] == 10 and final.info["step"] == 30
+    assert not torch.equal(early.model.lm_head.weight, final.model.lm_head.weight)
+    assert torch.equal(bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes,
+                                          step=30).model.lm_head.weight, final.model.lm_head.weight)
+    with pytest.raises(ValueError, match="after updates 10, 20 and 30 .* not 15"):
+        bertgpt.pretrained("gpt-tiny", corpus=corpus, changes=changes, step=15)
+    with pytest.raises(ValueError, match="unknown field 'stepz'"):
+        bertgpt.pretrained("gpt-tiny", corpus=corpus, changes=dict(stepz=3))
+
+
+def test_an_entry_whose_snapshot_is_damaged_is_rebuilt(corpus):
+    changes = dict(steps=20, snapshots=(10,))
+    first = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes, step=10)
+    directory = bertgpt.hub.cache_path("gpt-tiny", corpus, changes=changes)
+    (bertgpt.hub.snapshot_path(directory, 10) / "model.safetensors").write_bytes(b"")
+    with pytest.warns(UserWarning, match="rebuilding the cached gpt-tiny"):
+        again = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes, step=10)
+    assert torch.equal(first.model.lm_head.weight, again.model.lm_head.weight)

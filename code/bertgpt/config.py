@@ -63,6 +63,7 @@ class TrainConfig:
     short_length: int = 64     #: BERT — the length of those sequences (the paper — 90% of updates at 128)
     dropout: float | None = None  #: the model's dropout while this run trains; None — as the model was built
     seed: int = 0              #: model initialisation, dropout and the order of batches
+    snapshots: tuple[int, ...] = ()  #: updates after which pretraining also evaluates and keeps the weights
     # How to run, not what to learn: neither is in a pretrained model's cache key (bertgpt.hub).
     precision: str = "auto"    #: "fp32", "bf16", "fp16" or "auto" (bertgpt.trainer.resolve_precision)
     compile: bool = False      #: torch.compile the forward pass (compiling costs time at the start)
@@ -81,6 +82,10 @@ class TrainConfig:
         for name in ("steps", "batch_size", "accumulate", "eval_every", "eval_batches", "short_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
+        if any(s < 1 for s in self.snapshots):
+            raise ValueError(f"snapshots must be positive update numbers, not {self.snapshots}")
+        # sorted, as a tuple (JSON gives a list); those a shortened run never reaches are dropped
+        object.__setattr__(self, "snapshots", tuple(sorted({s for s in self.snapshots if s < self.steps})))
 
 
 #: The fine-tuning learning rate of each family when ``FinetuneConfig.lr`` is None: measured best on
@@ -137,7 +142,8 @@ _PAPER_FAMILY = {"gpt1": "gpt", "bert-base": "bert", "bert-large": "bert"}
 # Training budgets per size. "mini" is sized for minutes on 2 CPU cores.
 _TRAINING = {
     "tiny": dict(steps=50, batch_size=8, lr=3e-3, warmup=10, eval_every=25, eval_batches=4),
-    "mini": dict(steps=850, batch_size=16, lr=3e-3, warmup=100, eval_every=250, eval_batches=16, dropout=0.0),
+    "mini": dict(steps=850, batch_size=16, lr=3e-3, warmup=100, eval_every=250, eval_batches=16, dropout=0.0,
+                 snapshots=(10, 25, 50, 100, 200, 400)),
     "small": dict(steps=20000, batch_size=64, lr=6e-4, warmup=1000, eval_every=1000, eval_batches=50),
     "gpt1": dict(steps=100000, batch_size=64, lr=2.5e-4, warmup=2000, eval_every=2000),
     "bert-base": dict(steps=1000000, batch_size=256, lr=1e-4, warmup=10000, decay="linear"),
@@ -155,7 +161,7 @@ _TRAINING = {
 # less compute, same accuracy). Validation masks the paper's 15% so that the accuracy means the same.
 _BERT_TRAINING = {
     "mini": dict(steps=2400, lr=1e-3, warmup=150, eval_every=400, mask_rate=0.4, short_fraction=0.5,
-                 short_length=64),
+                 short_length=64, snapshots=(100, 200, 400, 800, 1600)),
 }
 PRESETS = tuple(_SIZES)
 
@@ -187,7 +193,24 @@ def train_config(preset: str, family: str | None = None, **overrides) -> TrainCo
     return TrainConfig(**{**_TRAINING[preset], **bert, **overrides})
 
 
+def replace_fields(changes: dict, *configs):
+    """Copies of ``configs`` with ``changes`` (field name -> value) applied to whichever config has
+    each field; an unknown field is rejected by name."""
+    out = [{} for _ in configs]
+    for name, value in changes.items():
+        for cfg, change in zip(configs, out):
+            if name in {f.name for f in dataclasses.fields(cfg)}:
+                change[name] = value
+                break
+        else:
+            known = sorted(f.name for cfg in configs for f in dataclasses.fields(cfg))
+            raise ValueError(f"unknown field {name!r}; known fields: {', '.join(known)}")
+    return tuple(dataclasses.replace(cfg, **change) for cfg, change in zip(configs, out))
+
+
 def _parse(text: str, kind, name: str):
+    if typing.get_origin(kind) is tuple:  # "10,25,50"
+        return tuple(_parse(t, typing.get_args(kind)[0], name) for t in text.split(",") if t.strip())
     optional = type(None) in typing.get_args(kind)  # `float | None`: "none" means None
     if optional:
         if text.lower() == "none":
@@ -212,17 +235,15 @@ def apply_overrides(assignments: list[str], *configs):
 
     Unknown fields and values of the wrong type are rejected by name.
     """
-    changes = [{} for _ in configs]
+    types = {}
+    for cfg in reversed(configs):  # the first config that has a field takes it, as in replace_fields
+        types.update(typing.get_type_hints(type(cfg)))
+    changes = {}
     for item in assignments:
         name, sep, text = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: write FIELD=VALUE, for example n_layer=4")
-        for cfg, change in zip(configs, changes):
-            types = typing.get_type_hints(type(cfg))
-            if name in types:
-                change[name] = _parse(text, types[name], name)
-                break
-        else:
-            known = sorted(f.name for cfg in configs for f in dataclasses.fields(cfg))
-            raise ValueError(f"--set: unknown field {name!r}; known fields: {', '.join(known)}")
-    return tuple(dataclasses.replace(cfg, **change) for cfg, change in zip(configs, changes))
+        if name not in types:
+            raise ValueError(f"--set: unknown field {name!r}; known fields: {', '.join(sorted(types))}")
+        changes[name] = _parse(text, types[name], name)
+    return replace_fields(changes, *configs)

@@ -14,6 +14,15 @@ never pretrains anything.
 
 A lock file beside each entry lets one process at a time train and write it: two notebooks that
 ask for the same cold model train it once, and the second loads what the first wrote.
+
+Variants and snapshots go through the same cache::
+
+    pretrained("bert-mini", changes=dict(mask_rate=0.15, steps=1200))  # its own entry, its own key
+    pretrained("gpt-mini", step=100)   # the weights after 100 of its 850 updates
+
+``changes`` sets fields of the model or training config (whichever has the field); the weights at
+the updates ``TrainConfig.snapshots`` lists are saved beside the entry, in ``<entry>.snapshots``,
+before the entry itself, so an entry that exists has all its snapshots.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ import torch
 from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import FAMILIES, model_config, train_config
+from .config import FAMILIES, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
 from .model import build
 from .pretraining import prepare, pretrain, summary
@@ -41,17 +50,18 @@ RUN_ONLY = ("precision", "compile")
 NAMES = tuple(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small"))
 
 
-def pretrained_configs(name: str, seed: int = 0):
-    """(model config, training config) of pretrained model ``name``, e.g. "bert-mini"."""
+def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None):
+    """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``."""
     if name not in NAMES:
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
     family, _, preset = name.partition("-")
-    return model_config(preset, family), train_config(preset, family, seed=seed)
+    configs = model_config(preset, family), train_config(preset, family, seed=seed)
+    return replace_fields(changes or {}, *configs)
 
 
-def cache_path(name: str, corpus: Corpus, seed: int = 0):
-    """The cache directory of pretrained model ``name`` on ``corpus``."""
-    cfg, tcfg = pretrained_configs(name, seed)
+def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None):
+    """The cache directory of pretrained model ``name`` (with ``changes``) on ``corpus``."""
+    cfg, tcfg = pretrained_configs(name, seed, changes)
     train = {k: v for k, v in dataclasses.asdict(tcfg).items() if k not in RUN_ONLY}
     blob = json.dumps([dataclasses.asdict(cfg), train, corpus.fingerprint, RECIPE])
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -78,33 +88,52 @@ def training_threads():
 
 
 def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=None,
-               progress: bool = True) -> Checkpoint:
+               progress: bool = True, *, changes: dict | None = None, step: int | None = None) -> Checkpoint:
     """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), from the cache or trained now.
 
+    ``changes`` (field -> value) makes a variant: its own recipe, its own cache entry. ``step`` asks
+    for the weights after that many updates, one of the recipe's ``snapshots``.
+
     Returns a :class:`~bertgpt.checkpoint.Checkpoint`: ``.model`` (in eval mode), ``.tokenizer``
-    and ``.info`` (configs, metrics and the training history).
+    and ``.info`` (configs, metrics and the training history; a snapshot's ``info["step"]`` says which).
     """
     corpus = _corpus(corpus)
-    cfg, tcfg = pretrained_configs(name, seed)
-    directory = cache_path(name, corpus, seed)
+    cfg, tcfg = pretrained_configs(name, seed, changes)
+    if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
+        raise ValueError(f"{name} keeps its weights after updates {', '.join(map(str, tcfg.snapshots))} "
+                         f"and {tcfg.steps} (the end), not {step}: ask for one of those")
+    directory = cache_path(name, corpus, seed, changes)
+    snapshot = None if step in (None, tcfg.steps) else snapshot_path(directory, step)
     family = cfg.family
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
         if directory.exists():
             try:
-                return load(directory, family, device or "cpu")
+                ck = load(directory, family, device or "cpu")
+                return ck if snapshot is None else load(snapshot, family, device or "cpu")
             except CheckpointError as exc:
                 warnings.warn(f"rebuilding the cached {name}: {exc}", stacklevel=2)
         with training_threads():
             model, tok, history = pretrain(corpus, cfg, tcfg, device=device, progress=progress)
-        save(directory, model.cpu(), tok, name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg),
-             metrics=summary(model, history), history=dict(train=history.train, val=history.val))
-    return load(directory, family, device or "cpu")
+        info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {})
+        for s, weights in history.snapshots.items():  # the snapshots first, then the entry vouching for them
+            snap = build(model.config)
+            snap.load_state_dict(weights)
+            save(snapshot_path(directory, s), snap, tok, step=s, **info)
+        save(directory, model.cpu(), tok, step=tcfg.steps, **info, metrics=summary(model, history),
+             history=dict(train=history.train, val=history.val, tokens=history.tokens))
+    return load(directory if snapshot is None else snapshot, family, device or "cpu")
 
 
-def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0) -> Checkpoint:
+def snapshot_path(directory, step: int):
+    """Where the weights after ``step`` updates of the cached run in ``directory`` are kept."""
+    return directory.with_name(directory.name + ".snapshots") / f"step-{step:06d}"
+
+
+def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
+              changes: dict | None = None) -> Checkpoint:
     """The architecture and tokenizer of pretrained model ``name`` with random weights (seeded)."""
-    cfg, _ = pretrained_configs(name, seed)
+    cfg, _ = pretrained_configs(name, seed, changes)
     tok, cfg = prepare(_corpus(corpus), cfg)
     torch.manual_seed(seed)
     return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.family, untrained=True))

@@ -14,7 +14,8 @@ draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraini
 
 :func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`;
 with ``out``, it saves a checkpoint with the training state at every evaluation, and :func:`resume`
-continues an interrupted run from it.
+continues an interrupted run from it. The weights at the updates ``TrainConfig.snapshots`` names are
+kept in the history (``history.snapshots``); :func:`bertgpt.pretrained` saves them with the model.
 """
 
 from __future__ import annotations
@@ -283,6 +284,9 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
 
     def evaluate(run):
         metrics = validate(model, loss_fn, val_batches)
+        if run.step in train_cfg.snapshots:  # in memory: a resumed run has only those after the restart
+            weights = model.state_dict()
+            run.history.snapshots[run.step] = {k: v.detach().cpu().clone() for k, v in weights.items()}
         if out is not None:  # a checkpoint to resume from, with this evaluation in its history
             state = run.state_dict()  # in every process (under torchrun it gathers their random states)
             state["history"]["val"].append(dict(step=run.step, **metrics))

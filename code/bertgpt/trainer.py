@@ -206,6 +206,7 @@ class History:
     seconds: float = 0.0
     tokens: int = 0     # seen by all processes together
     setup: dict = field(default_factory=dict)  # how it ran: precision, compile, fused AdamW, processes
+    snapshots: dict = field(default_factory=dict)  # update -> weights (a state dict), kept by pretraining
 
     @property
     def tokens_per_second(self) -> float:
@@ -390,7 +391,8 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
         optimizer.zero_grad(set_to_none=True)
         run.step += 1
         logged += 1
-        evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == cfg.steps)
+        evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == cfg.steps
+                                               or run.step in cfg.snapshots)
         if run.step % 10 == 0 or run.step == cfg.steps or evaluating:
             if size > 1:  # the loss of all processes' batches, not only rank 0's
                 running = torch.as_tensor(running, dtype=torch.float32, device=device)
