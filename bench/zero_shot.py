@@ -28,82 +28,30 @@ Prints one JSON line per task and family.
 
 import argparse
 import json
-import random
 
-import torch
 from minis import load_minis
 
-from bertgpt.evaluate import accuracy
-from bertgpt.finetune import collate, pack_examples
-from bertgpt.scoring import log_likelihood, pseudo_log_likelihood, token_log_probs
-from bertgpt.tasks import load_task, swap_neighbours
-from bertgpt.trainer import eval_mode
+from bertgpt.scoring import log_likelihood, pseudo_log_likelihood
+from bertgpt.tasks import load_task
+from bertgpt.zeroshot import swap_pairs, swap_preference, thresholded, zero_shot_next
 
 TASKS = ["acceptability", "next"]
-
-
-def accuracy_at(t: float, scores: list[float], labels: list[int]) -> float:
-    """Accuracy of predicting label 1 exactly when ``score > t``."""
-    return accuracy(labels, [int(s > t) for s in scores])
-
-
-def best_threshold(scores: list[float], labels: list[int]) -> float:
-    """The threshold (a midpoint between neighbouring scores) that is most accurate on these examples."""
-    ranked = sorted(scores)
-    cuts = [ranked[0] - 1] + [(a + b) / 2 for a, b in zip(ranked, ranked[1:])]
-    return max(cuts, key=lambda t: accuracy_at(t, scores, labels))
-
-
-def thresholded(score, val, test) -> dict:
-    """Choose the threshold on ``val``, report accuracy on both."""
-    val_scores, val_labels = [score(e) for e in val], [e.label for e in val]
-    test_scores, test_labels = [score(e) for e in test], [e.label for e in test]
-    t = best_threshold(val_scores, val_labels)
-    return dict(threshold=round(t, 4), val_accuracy=round(accuracy_at(t, val_scores, val_labels), 4),
-                test_accuracy=round(accuracy_at(t, test_scores, test_labels), 4))
 
 
 def acceptability(ck, task, n: int) -> dict:
     scorer = log_likelihood if ck.model.family == "gpt" else pseudo_log_likelihood
 
-    def score(text):
-        return scorer(ck.model, ck.tokenizer, text)
+    def mean_score(examples):
+        return [scorer(ck.model, ck.tokenizer, e.text).mean for e in examples]
 
-    rng = random.Random(0)
-    pairs = [(e.text, swap_neighbours(e.text.split(), rng)) for e in task.test[:n] if e.label == 1]
-    pairs = [(a, " ".join(b)) for a, b in pairs if b]
-    preferred = sum(score(a).log_prob > score(b).log_prob for a, b in pairs) / len(pairs)
-    return dict(pairs=len(pairs), original_preferred=round(preferred, 4),
-                **thresholded(lambda e: score(e.text).mean, task.val[:n], task.test[:n]))
-
-
-@torch.no_grad()
-def nsp_accuracy(ck, examples) -> float:
-    """Accuracy of BERT's pretrained next-sentence head (class 1 = is next) on pair examples."""
-    rows = pack_examples(ck.tokenizer, "bert", ck.config.context, examples)
-    hits = 0
-    with eval_mode(ck.model) as model:
-        for s in range(0, len(rows), 64):
-            batch = collate(rows[s:s + 64], ck.tokenizer)
-            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
-                        predict=False)
-            hits += int((out.nsp_logits.argmax(-1) == batch["label"]).sum())
-    return hits / len(rows)
+    val, test = task.val[:n], task.test[:n]
+    result = thresholded(mean_score(val), val, mean_score(test), test)
+    return dict(pairs=len(swap_pairs(task, n)), original_preferred=round(swap_preference(ck, task, n), 4),
+                **{k: round(v, 4) for k, v in result.items()})
 
 
 def next_paragraph(ck, task, n: int, span: int) -> dict:
-    if ck.model.family == "bert":
-        return dict(val_accuracy=round(nsp_accuracy(ck, task.val[:n]), 4),
-                    test_accuracy=round(nsp_accuracy(ck, task.test[:n]), 4))
-    tok = ck.tokenizer
-
-    def gain(e):  # log p(B | A) - log p(B), over B's first `span` tokens
-        a, b = tok.encode(e.text)[-span:], tok.encode(e.text_b)[:span]
-        with_a = token_log_probs(ck.model, [tok.sep_id, *a, *b])[-len(b):].sum()
-        alone = token_log_probs(ck.model, [tok.sep_id, *b]).sum()
-        return float(with_a - alone)
-
-    return thresholded(gain, task.val[:n], task.test[:n])
+    return {k: round(v, 4) for k, v in zero_shot_next(ck, task, n, span).items()}
 
 
 def main():

@@ -114,3 +114,22 @@ def test_pre_and_post_norm_both_build_and_differ():
     idx = torch.randint(8, 512, (1, 8))
     assert not torch.allclose(post.eval()(idx).logits, pre.eval()(idx).logits)
     assert isinstance(pre.backbone.norm, torch.nn.LayerNorm)
+
+
+def test_the_lstm_language_model_is_left_to_right_and_matches_gpt_minis_size():
+    lstm_cfg, _ = bertgpt.hub.pretrained_configs("lstm-mini")
+    gpt_cfg, _ = bertgpt.hub.pretrained_configs("gpt-mini")
+    lstm, gpt = bertgpt.build(lstm_cfg), bertgpt.build(gpt_cfg)
+    assert isinstance(lstm, bertgpt.model.LSTMLM) and lstm.family == "gpt"
+    assert abs(bertgpt.count_parameters(lstm) / bertgpt.count_parameters(gpt) - 1) < 0.01
+    lstm.eval()
+    x = torch.randint(8, lstm_cfg.vocab_size, (1, 12))
+    changed = x.clone()
+    changed[0, 6] += 1
+    with torch.no_grad():
+        moved = (lstm(x).logits - lstm(changed).logits).abs().amax(-1)[0] > 0
+    assert not moved[:6].any() and moved[6:].all()  # position 6 is read by itself and what follows only
+    with pytest.raises(ValueError, match="no key/value cache"):
+        lstm(x, cache=bertgpt.KVCache())
+    with pytest.raises(ValueError, match="use family 'gpt'"):
+        bertgpt.build(lstm_cfg, "bert")

@@ -1,0 +1,141 @@
+"""Zero-shot: what a pretrained model does on a task before it has seen one labelled example.
+
+GPT-1 (Radford et al., 2018, section 5) tracked such heuristics along pretraining to argue that
+the language model learns what the tasks need. Two of them, for this corpus's tasks:
+
+- ``acceptability``, pairwise: for an acceptable sentence and the same sentence with two
+  neighbouring words swapped (:func:`bertgpt.tasks.swap_neighbours`), does the model score the
+  original higher? GPT scores with its log-likelihood, BERT with its pseudo-log-likelihood.
+- ``next``: how much paragraph A helps predict paragraph B, log p(B | A) - log p(B) over B's first
+  ``span`` tokens (GPT), or BERT's next-sentence head as it left pretraining; a gain above a
+  threshold, chosen on validation examples, says "B follows A".
+
+Accuracies are on test examples, from addresses pretraining never saw::
+
+    zero_shot_next(gpt, load_task("next"), n=200)["test_accuracy"]
+    swap_preference(gpt, load_task("acceptability"), n=200)
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .evaluate import accuracy
+from .finetune import collate, pack_examples
+from .scoring import pseudo_log_likelihood, token_log_probs
+from .tasks import Example, Task, swap_neighbours
+from .trainer import device_of, eval_mode, to_device
+
+
+@torch.no_grad()
+def row_log_probs(model, rows: list[list[int]], batch_size: int = 32) -> list[torch.Tensor]:
+    """For each row of token ids (at most the context long), log p(row[t] | row[<t]), t >= 1, under a
+    left-to-right model; rows are right-padded into batches, which no causal position can see."""
+    out = [None] * len(rows)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    device = device_of(model)
+    with eval_mode(model):
+        for s in range(0, len(order), batch_size):
+            chunk = order[s:s + batch_size]
+            width = max(len(rows[i]) for i in chunk)
+            x = torch.zeros(len(chunk), width, dtype=torch.long)
+            for j, i in enumerate(chunk):
+                x[j, :len(rows[i])] = torch.tensor(rows[i])
+            logp = model(x.to(device)).logits.float().log_softmax(-1).cpu()  # (B, T, V)
+            for j, i in enumerate(chunk):
+                n = len(rows[i])
+                out[i] = logp[j, torch.arange(n - 1), x[j, 1:n]]
+    return out
+
+
+def text_log_probs(model, tokenizer, texts: list[str]) -> list[float]:
+    """:func:`bertgpt.log_likelihood` of each text (from [SEP]), in batches where a text fits the context."""
+    rows = [[tokenizer.sep_id, *tokenizer.encode(t)] for t in texts]
+    fits = [i for i, r in enumerate(rows) if len(r) <= model.config.context]
+    totals = [None if len(r) <= model.config.context else float(token_log_probs(model, r).sum())
+              for r in rows]  # sliding windows for the longer ones
+    for i, logp in zip(fits, row_log_probs(model, [rows[i] for i in fits])):
+        totals[i] = float(logp.sum())
+    return totals
+
+
+def best_threshold(scores: list[float], labels: list[int]) -> float:
+    """The cut (a midpoint between neighbouring scores) most accurate at "label 1 when score > cut"."""
+    ranked = sorted(scores)
+    cuts = [ranked[0] - 1] + [(a + b) / 2 for a, b in zip(ranked, ranked[1:])]
+    return max(cuts, key=lambda t: accuracy(labels, [int(s > t) for s in scores]))
+
+
+def thresholded(val_scores: list[float], val: list[Example], test_scores: list[float],
+                test: list[Example]) -> dict:
+    """Choose the threshold on validation scores; report accuracy on both splits."""
+    cut = best_threshold(val_scores, [e.label for e in val])
+
+    def acc(scores, examples):
+        return accuracy([e.label for e in examples], [int(s > cut) for s in scores])
+
+    return dict(threshold=cut, val_accuracy=acc(val_scores, val), test_accuracy=acc(test_scores, test))
+
+
+def context_gains(model, tokenizer, examples: list[Example], span: int = 60) -> list[float]:
+    """log p(B | A) - log p(B) over B's first ``span`` tokens, for each pair example, under a GPT
+    (or any left-to-right model); A contributes its last ``span`` tokens, and both start at [SEP].
+    ``span`` shrinks to fit the model's context."""
+    span = min(span, (model.config.context - 1) // 2)
+    rows = []
+    for e in examples:
+        a, b = tokenizer.encode(e.text)[-span:], tokenizer.encode(e.text_b)[:span]
+        rows += [[tokenizer.sep_id, *a, *b], [tokenizer.sep_id, *b]]
+    logp = row_log_probs(model, rows)
+    return [float(logp[i][-(len(logp[i + 1])):].sum() - logp[i + 1].sum()) for i in range(0, len(rows), 2)]
+
+
+@torch.no_grad()
+def nsp_scores(model, tokenizer, examples: list[Example]) -> list[float]:
+    """BERT's pretrained next-sentence head: log-odds that B follows A, for each pair example."""
+    rows = pack_examples(tokenizer, "bert", model.config.context, examples)
+    scores = []
+    with eval_mode(model):
+        for s in range(0, len(rows), 64):
+            batch = to_device(collate(rows[s:s + 64], tokenizer), device_of(model))
+            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
+                        predict=False)
+            scores += (out.nsp_logits[:, 1] - out.nsp_logits[:, 0]).float().tolist()
+    return scores
+
+
+def zero_shot_next(checkpoint, task: Task, n: int = 200, span: int = 60) -> dict:
+    """Zero-shot accuracy on a pair task such as ``next``: GPT by :func:`context_gains` and a
+    threshold chosen on ``n`` validation examples; BERT by its next-sentence head (threshold 0 is
+    the head's own decision; the chosen one is reported too). Tested on ``n`` test examples."""
+    model, tok = checkpoint.model, checkpoint.tokenizer
+    val, test = task.val[:n], task.test[:n]
+    if model.family == "bert":
+        scores = nsp_scores(model, tok, val), nsp_scores(model, tok, test)
+        head = accuracy([e.label for e in test], [int(s > 0) for s in scores[1]])
+        return dict(thresholded(scores[0], val, scores[1], test), head_test_accuracy=head)
+    return thresholded(context_gains(model, tok, val, span), val, context_gains(model, tok, test, span), test)
+
+
+def swap_pairs(task: Task, n: int = 200, seed: int = 0) -> list[tuple[str, str]]:
+    """(sentence, the same with two neighbouring words swapped) for the first ``n`` acceptable test
+    sentences that have a swap to make."""
+    rng = random.Random(seed)
+    pairs = [(e.text, swap_neighbours(e.text.split(), rng)) for e in task.test[:n] if e.label == 1]
+    return [(a, " ".join(b)) for a, b in pairs if b]
+
+
+def swap_preference(checkpoint, task: Task, n: int = 200, seed: int = 0) -> float:
+    """Share of :func:`swap_pairs` where the model scores the original sentence higher (0.5 is chance)."""
+    model, tok = checkpoint.model, checkpoint.tokenizer
+    pairs = swap_pairs(task, n, seed)
+    if model.family == "bert":
+        pll = [pseudo_log_likelihood(model, tok, t).log_prob for pair in pairs for t in pair]
+        wins = [pll[i] > pll[i + 1] for i in range(0, len(pll), 2)]
+    else:
+        total = text_log_probs(model, tok, [t for pair in pairs for t in pair])
+        wins = [total[i] > total[i + 1] for i in range(0, len(total), 2)]
+    return sum(wins) / len(wins)
+

@@ -1,0 +1,58 @@
+"""bertgpt.zeroshot: task scores from a pretrained model with no labelled example."""
+
+import pytest
+import torch
+
+import bertgpt
+from bertgpt.scoring import token_log_probs
+from bertgpt.zeroshot import (
+    best_threshold,
+    context_gains,
+    row_log_probs,
+    swap_pairs,
+    swap_preference,
+    zero_shot_next,
+)
+
+
+@pytest.fixture(scope="module")
+def pairs_task(corpus):
+    return bertgpt.load_task("next", corpus)
+
+
+def test_batched_row_log_probs_equal_each_row_scored_alone(gpt_ck):
+    rows = [[1, 20, 30, 40, 50], [1, 7], [1, 9, 9, 9, 9, 9, 9, 9]]
+    batched = row_log_probs(gpt_ck.model, rows, batch_size=2)
+    for row, logp in zip(rows, batched):
+        assert torch.allclose(logp, token_log_probs(gpt_ck.model, row), atol=1e-5)
+
+
+def test_best_threshold_separates_what_can_be_separated():
+    scores, labels = [0.1, 0.4, 0.35, 0.8, 0.9], [0, 0, 0, 1, 1]
+    t = best_threshold(scores, labels)
+    assert [int(s > t) for s in scores] == labels
+
+
+def test_context_gain_is_what_paragraph_a_adds_to_the_log_probability_of_b(gpt_ck, pairs_task):
+    tok, e = gpt_ck.tokenizer, pairs_task.val[0]
+    a, b = tok.encode(e.text)[-10:], tok.encode(e.text_b)[:10]
+    with_a = token_log_probs(gpt_ck.model, [tok.sep_id, *a, *b])[-len(b):].sum()
+    alone = token_log_probs(gpt_ck.model, [tok.sep_id, *b]).sum()
+    assert context_gains(gpt_ck.model, tok, [e], span=10)[0] == pytest.approx(float(with_a - alone), abs=1e-4)
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_zero_shot_next_reports_accuracies_between_0_and_1(gpt_ck, bert_ck, pairs_task, family):
+    ck = gpt_ck if family == "gpt" else bert_ck
+    result = zero_shot_next(ck, pairs_task, n=20, span=20)
+    assert 0 <= result["test_accuracy"] <= 1 and result["val_accuracy"] >= 0.5  # a chosen cut beats chance
+    assert ("head_test_accuracy" in result) == (family == "bert")
+
+
+def test_swap_preference_counts_the_pairs_where_the_original_scores_higher(gpt_ck, corpus):
+    task = bertgpt.load_task("acceptability", corpus)
+    pairs = swap_pairs(task, n=30)
+    assert pairs and all(a != b and sorted(a.split()) == sorted(b.split()) for a, b in pairs)
+    expected = sum(bertgpt.log_likelihood(gpt_ck.model, gpt_ck.tokenizer, a).log_prob
+                   > bertgpt.log_likelihood(gpt_ck.model, gpt_ck.tokenizer, b).log_prob for a, b in pairs)
+    assert swap_preference(gpt_ck, task, n=30) == pytest.approx(expected / len(pairs))
