@@ -67,3 +67,13 @@ def test_classification_metrics_on_hand_worked_examples():
     assert f1([0, 0], [0, 0]) == 0.0  # no positive anywhere: F1 is 0 by convention
     with pytest.raises(ValueError, match="must pair up"):
         accuracy([1, 0], [1])
+
+
+def test_distinct_n_and_repetition_rate_measure_loops():
+    from bertgpt.evaluate import distinct_n, repetition_rate
+    loop = "is my is my is my is my"
+    assert repetition_rate(loop, n=2) == pytest.approx(5 / 7)  # 7 bigrams, only "is my" and "my is" new
+    assert repetition_rate("the state of the union is strong", n=2) == 0.0
+    assert distinct_n([loop], n=2) == pytest.approx(2 / 7)
+    assert distinct_n(["a b c", "a b d"], n=2) == pytest.approx(3 / 4)
+    assert distinct_n(["one"], n=2) == 0.0 and repetition_rate("", n=3) == 0.0

@@ -183,3 +183,27 @@ def confusion_matrix(y_true, y_pred, n_classes: int | None = None) -> list[list[
     for a, b in zip(t, p):
         m[a][b] += 1
     return m
+
+
+# --- Generated text ---------------------------------------------------------------------------------
+
+
+def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def distinct_n(texts: list[str], n: int = 2) -> float:
+    """Distinct-n (Li et al., 2016): distinct word n-grams over all n-grams of ``texts`` together;
+    near 0 when the outputs repeat themselves and each other, 1 when no n-gram comes twice."""
+    grams = [g for t in texts for g in _ngrams(t.split(), n)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def repetition_rate(text: str, n: int = 3) -> float:
+    """Share of the word n-grams of ``text`` that already occurred earlier in it (0: no loop)."""
+    grams = _ngrams(text.split(), n)
+    seen, repeats = set(), 0
+    for g in grams:
+        repeats += g in seen
+        seen.add(g)
+    return repeats / len(grams) if grams else 0.0
