@@ -77,3 +77,13 @@ def test_distinct_n_and_repetition_rate_measure_loops():
     assert distinct_n([loop], n=2) == pytest.approx(2 / 7)
     assert distinct_n(["a b c", "a b d"], n=2) == pytest.approx(3 / 4)
     assert distinct_n(["one"], n=2) == 0.0 and repetition_rate("", n=3) == 0.0
+
+
+def test_loss_by_position_averages_the_loss_at_each_position(gpt, wordpiece, corpus):
+    from bertgpt.evaluate import loss_by_position
+    from bertgpt.pretraining import clm_loss, gpt_eval_batches, token_stream
+    batches = gpt_eval_batches(token_stream(wordpiece, corpus.val), gpt.config.context, 4, 3)
+    by_position = loss_by_position(gpt, batches)
+    assert by_position.shape == (gpt.config.context,)
+    overall = sum(float(clm_loss(gpt, b)) * len(b[0]) for b in batches) / sum(len(b[0]) for b in batches)
+    assert float(by_position.mean()) == pytest.approx(overall, rel=1e-4)

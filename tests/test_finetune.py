@@ -1,3 +1,4 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -128,3 +129,19 @@ def test_one_run_is_one_schedule_with_early_stopping_on_validation(bert_ck, part
     assert result["val_accuracy"] == best
     assert result["best_epoch"] == next(h["epoch"] for h in result["history"] if h["val_accuracy"] == best)
     assert result["epochs_run"] == 4 or result["epochs_run"] == result["best_epoch"] + 1
+
+
+def test_keep_layers_keeps_the_lower_blocks_and_reinitialises_the_rest(gpt_ck):
+    from bertgpt.finetune import keep_layers
+    n = gpt_ck.config.n_layer
+    kept = keep_layers(gpt_ck, 1, seed=3)
+    old, new = gpt_ck.model.backbone, kept.model.backbone
+    assert torch.equal(old.tok_emb.weight, new.tok_emb.weight)
+    assert torch.equal(old.blocks[0].attn.qkv.weight, new.blocks[0].attn.qkv.weight)
+    for i in range(1, n):
+        assert not torch.equal(old.blocks[i].attn.qkv.weight, new.blocks[i].attn.qkv.weight)
+    again = keep_layers(gpt_ck, 1, seed=3).model.backbone
+    assert torch.equal(new.blocks[1].attn.qkv.weight, again.blocks[1].attn.qkv.weight)  # seeded
+    assert kept.info["kept_layers"] == 1 and gpt_ck.model.backbone is old  # the original is untouched
+    with pytest.raises(ValueError, match="between 0 and"):
+        keep_layers(gpt_ck, n + 1)

@@ -40,3 +40,15 @@ def test_loss_curves_one_line_per_history():
     assert [line.get_label() for line in lines] == ["a", "b"]
     assert list(lines[1].get_xdata()) == [10, 20, 30]
     plt.close(fig)
+
+
+def test_token_strip_draws_one_box_per_token_and_shades_the_special_ones():
+    import matplotlib.pyplot as plt
+
+    from bertgpt.plots import token_strip
+    fig, ax = plt.subplots()
+    token_strip(ax, ["[START]", "the", "union", "[EXTRACT]"], title="one input")
+    shaded = [p.get_facecolor()[:3] != (1.0, 1.0, 1.0) for p in ax.patches]
+    assert shaded == [True, False, False, True]
+    assert [t.get_text() for t in ax.texts] == ["[START]", "the", "union", "[EXTRACT]"]
+    plt.close(fig)

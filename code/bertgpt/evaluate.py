@@ -185,6 +185,20 @@ def confusion_matrix(y_true, y_pred, n_classes: int | None = None) -> list[list[
     return m
 
 
+
+@torch.no_grad()
+def loss_by_position(model, batches) -> torch.Tensor:
+    """Mean next-token loss (nats) at each position of ``batches`` of (inputs, targets) windows, (T,):
+    how much a left-to-right model gains from seeing more of the window."""
+    require_family(model, "gpt", "loss by position")
+    device, total, n = device_of(model), 0.0, 0
+    with eval_mode(model):
+        for x, y in batches:
+            logits = model(x.to(device)).logits.float()
+            loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")
+            total, n = total + loss.sum(0).cpu(), n + len(x)
+    return total / n
+
 # --- Generated text ---------------------------------------------------------------------------------
 
 

@@ -185,14 +185,6 @@ def freeze_layers(model, k: int) -> None:
             module.requires_grad_(False)
 
 
-def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: torch.Generator):
-    """Endless batches: one fresh permutation of ``rows`` per epoch."""
-    while True:
-        order = torch.randperm(len(rows), generator=generator).tolist()
-        for s in range(0, len(order), batch_size):
-            yield classifier.collate([rows[i] for i in order[s:s + batch_size]])
-
-
 def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = None, *,
              from_scratch: bool = False, device=None, progress: bool = False):
     """Fine-tune a pretrained model (a :class:`~bertgpt.checkpoint.Checkpoint`) on ``task``.
@@ -273,6 +265,23 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
                   freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, lr=lr,
                   batch_size=cfg.batch_size, history=history)
     return classifier, result
+
+
+def keep_layers(checkpoint: Checkpoint, k: int, seed: int = 0) -> Checkpoint:
+    """A copy of ``checkpoint`` whose embeddings and lower ``k`` blocks keep their pretrained weights
+    and whose other blocks start again from a random initialisation (seeded): the experiment of
+    GPT-1's Figure 2 (left), which transferred 0 to 12 of its blocks."""
+    model = copy.deepcopy(checkpoint.model)
+    blocks = model.backbone.blocks
+    if not 0 <= k <= len(blocks):
+        raise ValueError(f"k must lie between 0 and the model's {len(blocks)} blocks, not {k}")
+    torch.manual_seed(seed)
+    for block in blocks[k:]:
+        block.apply(init_weights)
+        for m in block.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.reset_parameters()
+    return Checkpoint(model, checkpoint.tokenizer, {**checkpoint.info, "kept_layers": k})
 
 
 # --- Saving and loading ----------------------------------------------------------------------------------

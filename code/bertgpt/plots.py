@@ -6,6 +6,7 @@ panels and this module only fills them::
     fig, axes = plt.subplots(1, 2)
     attention_map(axes[0], weights[0, head], tokens, title=f"layer {layer}, head {head}")
     loss_curves(axes[1], {"causal": history_a, "bidirectional": history_b})
+    token_strip(axes[2], ["[START]", "the", "union", "[EXTRACT]"], title="one input")
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from matplotlib.patches import Rectangle
 
 
 def attention_map(ax, weights, tokens: Sequence[str] | None = None, title: str | None = None,
@@ -68,3 +70,17 @@ def loss_curves(ax, histories: Mapping[str, object], key: str = "loss", title: s
     ax.legend()
     return ax
 
+
+
+def token_strip(ax, tokens: Sequence[str], title: str | None = None, special=lambda t: t.startswith("[")):
+    """One model input drawn as a row of boxes, one per token; special tokens (``[START]``, ...) shaded."""
+    for i, token in enumerate(tokens):
+        shaded = special(token)
+        ax.add_patch(Rectangle((i, 0), 0.94, 1, facecolor="C1" if shaded else "white", edgecolor="black",
+                               alpha=0.35 if shaded else 1.0))
+        ax.text(i + 0.47, 0.5, token, ha="center", va="center", fontsize=8)
+    ax.set_xlim(-0.1, len(tokens))
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, loc="left", fontsize=10)
