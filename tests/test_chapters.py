@@ -32,7 +32,7 @@ PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a lea
 KERNEL = "bertgpt-colab"
 LIMIT = int(os.environ.get("BERTGPT_NOTEBOOK_LIMIT", "900"))
 ENVIRON = dict(os.environ)  # as the session started, before conftest points BERTGPT_CACHE elsewhere
-MINIS = ("gpt-mini", "bert-mini")
+MINIS = ("gpt-mini", "lstm-mini", "bert-mini")  # one worker trains the first two, the other the last
 
 pytestmark = pytest.mark.notebook
 
@@ -82,8 +82,9 @@ def colab(tmp_path_factory):
 def minis(worker_id):
     """The shared pretrained minis, in the model cache before any chapter starts.
 
-    Each worker asks for them in its own order, so two workers train the two models side by side,
-    one thread each (``BERTGPT_THREADS``), and then load what the other wrote.
+    Each worker asks for them in its own order, so two workers train side by side, one thread each
+    (``BERTGPT_THREADS``): one gpt-mini then lstm-mini, the other bert-mini, which takes about as
+    long; then each loads what the other wrote.
     """
     names = MINIS if worker_id == "master" or int(worker_id[2:]) % 2 == 0 else MINIS[::-1]
     script = "import bertgpt, sys\nfor name in sys.argv[1:]:\n    bertgpt.pretrained(name)"

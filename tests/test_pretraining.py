@@ -182,3 +182,11 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(famil
     assert again.train == history.train and again.val == history.val
     with pytest.raises(bertgpt.CheckpointError, match="another corpus"):
         bertgpt.resume(tmp_path / "run", bertgpt.Corpus("other", corpus.documents[:20]), device="cpu")
+
+
+def test_lm_training_speed_counts_tokens_per_second_of_either_architecture(bpe, corpus):
+    from bertgpt.pretraining import lm_training_speed, token_stream
+    stream = token_stream(bpe, corpus.train)
+    for arch in ("transformer", "lstm"):
+        cfg = bertgpt.model_config("tiny", "gpt", vocab_size=bpe.vocab_size, arch=arch)
+        assert lm_training_speed(cfg, stream, steps=3, batch_size=4) > 0

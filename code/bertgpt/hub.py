@@ -50,9 +50,10 @@ RUN_ONLY = ("precision", "compile")
 NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini")
 # GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
 # (1.33M, tied embeddings included), trained on the same batches for about gpt-mini's wall time: on one
-# CPU thread it reads about 1.4 times as many tokens per second (bench/README.md, "LSTM").
+# CPU thread it trains 1.52 times as many tokens per second (bench/lstm_speed.py), so 1,300 updates to
+# gpt-mini's 850, with snapshots at the same fractions of the run.
 LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
-            train=dict(steps=1200, snapshots=(15, 35, 70, 140, 280, 560)))
+            train=dict(steps=1300, snapshots=(15, 40, 75, 150, 300, 610)))
 
 
 def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None):

@@ -301,6 +301,18 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
                      progress=label if options["progress"] else False, resume=options.get("resume"))
 
 
+def lm_training_speed(cfg: ModelConfig, stream: torch.Tensor, steps: int = 6, batch_size: int = 16,
+                      seed: int = 0) -> float:
+    """Tokens per second of ``steps`` language-model updates of a fresh model of ``cfg`` (GPT or LSTM)
+    on windows of ``stream``, without dropout, on this machine now: for comparing architectures."""
+    torch.manual_seed(seed)
+    model = build(cfg).to(default_device())
+    batches = gpt_batches(stream, cfg.context, batch_size, torch.Generator().manual_seed(seed))
+    run = TrainConfig(steps=steps, batch_size=batch_size, warmup=1, seed=seed)
+    with dropout_rate(model, 0.0):
+        return train(model, clm_loss, batches, run, progress=False).tokens_per_second
+
+
 def summary(model, history: History) -> dict:
     """The figures a pretraining run reports: final losses, size, speed, and BERT's accuracies."""
     last = history.val[-1] if history.val else {}
