@@ -51,7 +51,8 @@ def row_log_probs(model, rows: list[list[int]], batch_size: int = 32) -> list[to
 
 
 def text_log_probs(model, tokenizer, texts: list[str]) -> list[float]:
-    """:func:`bertgpt.log_likelihood` of each text (from [SEP]), in batches where a text fits the context."""
+    """:func:`bertgpt.scoring.log_likelihood` of each text (from [SEP]), batched where a text fits
+    the context."""
     rows = [[tokenizer.sep_id, *tokenizer.encode(t)] for t in texts]
     fits = [i for i, r in enumerate(rows) if len(r) <= model.config.context]
     totals = [None if len(r) <= model.config.context else float(token_log_probs(model, r).sum())
