@@ -29,12 +29,15 @@ class ModelConfig:
     causal: bool = True      #: True — position i sees only positions <= i (GPT); False — all (BERT)
     segments: int = 0        #: segment (A/B) embedding types — 0 for GPT, 2 for BERT
     norm: str = "post"       #: "post" — LayerNorm after each residual add (both 2018 papers); "pre" — GPT-2
+    arch: str = "transformer"  #: "transformer"; "lstm" — GPT-1's ablation, an LSTM of d_ff units per layer
 
     def __post_init__(self):
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
         if self.norm not in ("post", "pre"):
             raise ValueError(f"norm must be 'post' or 'pre', not {self.norm!r}")
+        if self.arch not in ("transformer", "lstm"):
+            raise ValueError(f"arch must be 'transformer' or 'lstm', not {self.arch!r}")
         for name in ("vocab_size", "context", "n_layer", "n_head", "d_model", "d_ff"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")

@@ -273,11 +273,58 @@ class BERT(nn.Module):
         return out
 
 
-def build(cfg: ModelConfig, family: str | None = None) -> GPT | BERT:
-    """The model of ``family`` ("gpt" or "bert"; default: the config's, GPT when causal)."""
+class LSTMLM(nn.Module):
+    """The recurrent language model GPT-1's ablation put in the Transformer's place (``arch="lstm"``).
+
+    Token embeddings (no positions: the recurrence knows the order) feed ``n_layer`` LSTM layers of
+    ``d_ff`` units, projected back to ``d_model`` for the tied output layer. Same objective, same
+    inputs and outputs as :class:`GPT`, so training, scoring and fine-tuning take either; the state
+    at position t has read tokens 0..t one step at a time, which is the difference being measured.
+    """
+
+    family = "gpt"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.lstm = nn.LSTM(cfg.d_model, cfg.d_ff, cfg.n_layer, batch_first=True,
+                            dropout=cfg.dropout if cfg.n_layer > 1 else 0.0)
+        self.proj = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        init_weights(self.tok_emb)
+        init_weights(self.proj)
+        self.lm_head.weight = self.tok_emb.weight
+
+    def forward(self, idx, *, pad_mask=None, cache=None, predict=True, states=False,
+                attention=False) -> Output:
+        """``logits`` (B, T, V) as :meth:`GPT.forward`; ``hidden`` is the projected state (B, T, d)."""
+        if cache is not None or attention:
+            raise ValueError("an LSTM has no attention and no key/value cache: call it without "
+                             "attention=True, and generate with use_cache=False")
+        if idx.size(1) > self.config.context:  # not a limit of the LSTM: kept so that both compare alike
+            raise ValueError(f"a sequence of {idx.size(1)} tokens is longer than the context of "
+                             f"{self.config.context}: truncate it")
+        x = self.drop(self.tok_emb(idx))
+        h, _ = self.lstm(x)  # padding is on the right: no real position reads it
+        hidden = self.proj(self.drop(h))
+        out = Output(hidden=hidden, states=[x, hidden] if states else None)
+        h = _at(hidden, predict)
+        out.logits = None if h is None else self.lm_head(h)
+        return out
+
+
+def build(cfg: ModelConfig, family: str | None = None) -> GPT | BERT | LSTMLM:
+    """The model of ``family`` ("gpt" or "bert"; default: the config's, GPT when causal), or the
+    LSTM language model when ``cfg.arch`` is "lstm"."""
     family = family or cfg.family
     if family not in ("gpt", "bert"):
         raise ValueError(f"family must be 'gpt' or 'bert', not {family!r}")
+    if cfg.arch == "lstm":
+        if family != "gpt":
+            raise ValueError("an LSTM is built as a left-to-right language model: use family 'gpt'")
+        return LSTMLM(cfg)
     return GPT(cfg) if family == "gpt" else BERT(cfg)
 
 

@@ -202,7 +202,7 @@ class History:
     """What a run measured: training loss per logged step and every evaluation, for plots."""
 
     train: list[dict] = field(default_factory=list)  # {"step", "loss", "lr"}
-    val: list[dict] = field(default_factory=list)    # {"step", and the evaluation hook's metrics}
+    val: list[dict] = field(default_factory=list)    # {"step", "seconds" trained so far, the hook's metrics}
     seconds: float = 0.0
     tokens: int = 0     # seen by all processes together
     setup: dict = field(default_factory=dict)  # how it ran: precision, compile, fused AdamW, processes
@@ -404,8 +404,9 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
             bar.set_postfix(loss=f"{run.history.train[-1]['loss']:.3f}", refresh=False)
         if evaluating:
             tic = time.perf_counter()
-            run.history.val.append(dict(step=run.step, **evaluate(run)))
-            eval_seconds += time.perf_counter() - tic  # evaluation time is not training time
+            elapsed = tic - start - eval_seconds  # training time so far; evaluation time is not training time
+            run.history.val.append(dict(step=run.step, seconds=round(elapsed, 2), **evaluate(run)))
+            eval_seconds += time.perf_counter() - tic
         bar.update(1)
     bar.close()
     run.history.seconds = time.perf_counter() - start - eval_seconds
