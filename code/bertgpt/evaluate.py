@@ -139,8 +139,9 @@ def cloze_ranks(model, tokenizer: Tokenizer, items, sides: str | None = None,
                 logits = model(x, pad_mask=(x != tokenizer.pad_id).long(), predict=chosen).logits  # (B, V)
             else:
                 x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
-                last = torch.tensor([t for _, t in chunk], device=device)  # [SEP] x_<t ends at index t
-                logits = model(x).logits[torch.arange(len(chunk), device=device), last]  # (B, V)
+                last = torch.zeros_like(x, dtype=torch.bool)  # [SEP] x_<t ends at index t
+                last[torch.arange(len(chunk)), torch.tensor([t for _, t in chunk])] = True
+                logits = model(x, predict=last).logits  # (B, V): the vocabulary scored there only
             target = logits.gather(1, truth[:, None])  # (B, 1)
             ranks.append((logits > target).sum(1).cpu())
     return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long)
