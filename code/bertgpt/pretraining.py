@@ -17,7 +17,7 @@ draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraini
 :func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`;
 with ``out``, it saves a checkpoint with the training state at every evaluation, and :func:`resume`
 continues an interrupted run from it. The weights at the updates ``TrainConfig.snapshots`` names are
-kept in the history (``history.snapshots``); :func:`bertgpt.pretrained` saves them with the model.
+kept in the history (``history.snapshots``); :func:`bertgpt.hub.pretrained` saves them with the model.
 """
 
 from __future__ import annotations
