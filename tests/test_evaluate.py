@@ -7,12 +7,15 @@ from bertgpt.evaluate import (
     accuracy,
     cloze_accuracy,
     cloze_items,
+    cloze_ranks,
     confusion_matrix,
     f1,
     macro_f1,
     masked_token_accuracy,
     perplexity,
+    shared_words,
 )
+from bertgpt.inputs import split_sentences
 from bertgpt.scoring import log_likelihood, token_log_probs
 
 SENTENCE = "the congress shall have power to lay and collect taxes"
@@ -46,6 +49,29 @@ def test_cloze_and_masked_accuracy_are_seeded_fractions(bert, wordpiece, corpus)
         assert 0 <= a <= 1 and a == cloze_accuracy(bert, wordpiece, texts, n=40, seed=1, sides=sides)
     m = masked_token_accuracy(bert, wordpiece, texts, rate=0.15, seed=2)
     assert 0 <= m <= 1 and m == masked_token_accuracy(bert, wordpiece, texts, rate=0.15, seed=2)
+
+
+def test_cloze_ranks_give_top_k_accuracy_and_rank_zero_is_the_argmax(bert, wordpiece, corpus):
+    texts = [p for d in corpus.val for p in d.paragraphs][:20]
+    items = cloze_items(wordpiece, texts, 40, 1, bert.config.context)
+    ranks = cloze_ranks(bert, wordpiece, items)
+    assert (ranks == 0).float().mean().item() == cloze_accuracy(bert, wordpiece, texts, n=40, seed=1)
+    ids, t = items[0]
+    x = torch.tensor([[wordpiece.cls_id, *ids[:t], wordpiece.mask_id, *ids[t + 1:], wordpiece.sep_id]])
+    with torch.no_grad():
+        logits = bert(x).logits[0, t + 1]
+    assert ranks[0].item() == int((logits > logits[ids[t]]).sum())
+    assert ((ranks < 5).float().mean() >= (ranks < 1).float().mean()).item()
+
+
+def test_shared_words_are_the_same_word_at_the_same_place_in_both_vocabularies(wordpiece, bpe, corpus):
+    texts = [s for d in corpus.val for p in d.paragraphs[:3] for s in split_sentences(p)][:30]
+    items_w, items_b, words = shared_words(wordpiece, bpe, texts)
+    assert len(words) > 100 and len(items_w) == len(items_b) == len(words)
+    for (ids_w, t_w), (ids_b, t_b), (i, _, word) in zip(items_w, items_b, words):
+        assert wordpiece.id_to_token(ids_w[t_w]) == word.lower()
+        assert bpe.id_to_token(ids_b[t_b]) == word.lower() + "</w>"
+        assert word in texts[i]
 
 
 def test_a_gpt_is_refused_both_sides_of_the_cloze(gpt, wordpiece):

@@ -91,6 +91,14 @@ def test_how_a_run_executes_is_not_part_of_the_cache_key_but_what_it_learns_is(c
         assert bertgpt.hub.cache_path("gpt-mini", corpus, changes=variant) != before
 
 
+def test_fields_added_after_recipe_2_enter_the_key_only_when_changed(corpus):
+    before = bertgpt.hub.cache_path("bert-mini", corpus)
+    as_default = dict(mask_split=(0.8, 0.1, 0.1), nsp=True)
+    assert bertgpt.hub.cache_path("bert-mini", corpus, changes=as_default) == before
+    for variant in (dict(mask_split=(1.0, 0.0, 0.0)), dict(nsp=False)):
+        assert bertgpt.hub.cache_path("bert-mini", corpus, changes=variant) != before
+
+
 def test_a_variant_is_trained_with_its_changes_and_keeps_its_snapshots(corpus):
     changes = dict(steps=30, snapshots=(10, 20, 99))  # 99 is past the end: dropped
     final = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes)

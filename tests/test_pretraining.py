@@ -37,6 +37,44 @@ def test_masking_follows_the_papers_15_and_80_10_10(wordpiece):
     assert (inputs[~chosen] == ids[~chosen]).all()
 
 
+def test_mask_split_sets_the_shares_and_always_mask_leaves_no_token_visible(wordpiece):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(wordpiece.n_special, wordpiece.vocab_size, (400, 100), generator=g)
+    default = mask_tokens(ids, wordpiece, 0.15, torch.Generator().manual_seed(3))
+    spelled = mask_tokens(ids, wordpiece, 0.15, torch.Generator().manual_seed(3), (0.8, 0.1, 0.1))
+    assert all(torch.equal(x, y) for x, y in zip(default, spelled))  # the default is BERT's rule
+    inputs, labels = mask_tokens(ids, wordpiece, 0.15, g, split=(1.0, 0.0, 0.0))
+    chosen = labels != IGNORE
+    assert (inputs[chosen] == wordpiece.mask_id).all()
+    inputs, labels = mask_tokens(ids, wordpiece, 0.15, g, split=(0.5, 0.0, 0.5))
+    chosen = labels != IGNORE
+    as_mask = (inputs[chosen] == wordpiece.mask_id).float().mean().item()
+    assert as_mask == pytest.approx(0.5, abs=0.02)
+    assert ((inputs[chosen] == wordpiece.mask_id) | (inputs[chosen] == ids[chosen])).all()
+
+
+@pytest.mark.parametrize("split", [(0.8, 0.1), (0.9, 0.2, -0.1), (0.5, 0.3, 0.1)])
+def test_a_mask_split_that_is_not_three_shares_summing_to_one_is_refused(split):
+    with pytest.raises(ValueError, match="mask_split"):
+        bertgpt.TrainConfig(mask_split=split)
+
+
+def test_without_nsp_every_pair_is_a_continuation_and_the_loss_is_mlm_alone(wordpiece):
+    docs = [[[1000 * d + 10 * k + 10 + j for j in range(4)] for k in range(60)] for d in range(20)]
+    pairs = nsp_pairs(docs, 40, torch.Generator().manual_seed(0), p_next=1.0)
+    assert all(is_next for _, _, is_next in pairs)
+    model = tiny("bert", vocab_size=wordpiece.vocab_size).eval()
+    ids = torch.randint(wordpiece.n_special, wordpiece.vocab_size, (4, 12))
+    inputs, labels = mask_tokens(ids, wordpiece, 0.3, torch.Generator().manual_seed(0))
+    batch = dict(input_ids=inputs, segments=torch.zeros_like(ids), pad_mask=torch.ones_like(ids),
+                 labels=labels, is_next=torch.tensor([1, 0, 1, 0]))
+    with torch.no_grad():
+        both, metrics = mlm_nsp_loss(model, batch)
+        mlm_only, _ = mlm_nsp_loss(model, batch, nsp=False)
+    assert mlm_only.item() == pytest.approx(metrics["mlm_loss"].item())
+    assert both.item() == pytest.approx((metrics["mlm_loss"] + metrics["nsp_loss"]).item())
+
+
 def test_special_tokens_and_padding_are_never_chosen(wordpiece):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, wordpiece.vocab_size, (200, 64), generator=g)

@@ -62,6 +62,8 @@ class TrainConfig:
     eval_every: int = 200      #: validate every this many updates (and at the end)
     eval_batches: int = 20     #: validation batches per evaluation
     mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (validation keeps 15%)
+    mask_split: tuple[float, ...] = (0.8, 0.1, 0.1)  #: BERT — chosen tokens to [MASK], random, kept
+    nsp: bool = True           #: BERT — next-sentence loss; False — MLM alone, B always the real next
     short_fraction: float = 0.0  #: BERT — fraction of the updates trained on sequences of short_length
     short_length: int = 64     #: BERT — the length of those sequences (the paper — 90% of updates at 128)
     dropout: float | None = None  #: the model's dropout while this run trains; None — as the model was built
@@ -78,6 +80,10 @@ class TrainConfig:
             raise ValueError(f"decay must be 'cosine', 'linear' or 'constant', not {self.decay!r}")
         if not 0 < self.mask_rate < 1:
             raise ValueError(f"mask_rate must lie strictly between 0 and 1, not {self.mask_rate}")
+        object.__setattr__(self, "mask_split", tuple(float(s) for s in self.mask_split))  # JSON gives a list
+        if len(self.mask_split) != 3 or min(self.mask_split) < 0 or abs(sum(self.mask_split) - 1) > 1e-6:
+            raise ValueError(f"mask_split must be three shares ([MASK], random, unchanged) that sum to 1, "
+                             f"not {self.mask_split}")
         if not 0 <= self.short_fraction <= 1:
             raise ValueError(f"short_fraction must lie in [0, 1], not {self.short_fraction}")
         if self.dropout is not None and not 0 <= self.dropout < 1:

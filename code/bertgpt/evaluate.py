@@ -10,6 +10,8 @@ and the same BERT with the right side cut off shows how much of its advantage co
 
 Positions are tokens of each model's own vocabulary: with the same tokenizer (``pretrain(...,
 tokenizer="wordpiece")`` for a GPT) and the same seed, both models are tested on the same tokens.
+With two vocabularies (GPT's BPE, BERT's WordPiece), :func:`shared_words` finds the words both keep
+whole, and :func:`cloze_ranks` tests the two models on those same words of the same texts.
 
 The classification metrics take lists or tensors of integer labels.
 """
@@ -108,38 +110,81 @@ def cloze_items(tokenizer: Tokenizer, texts: list[str], n: int, seed: int, conte
 
 
 @torch.no_grad()
-def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, seed: int = 0,
-                   sides: str | None = None, batch_size: int = 32) -> float:
-    """Top-1 accuracy at predicting ``n`` hidden tokens picked at random (with ``seed``) in ``texts``.
+def cloze_ranks(model, tokenizer: Tokenizer, items, sides: str | None = None,
+                batch_size: int = 32) -> torch.Tensor:
+    """The rank (0 = the top prediction) of the hidden token of each ``(ids, t)`` in ``items``.
 
     - a GPT (``sides="left"``, the only choice) reads ``[SEP] x_<t`` and predicts x_t as the next token;
     - a BERT with ``sides="both"`` (its default) reads ``[CLS] x_<t [MASK] x_>t [SEP]``;
     - a BERT with ``sides="left"`` reads ``[CLS] x_<t [MASK] [SEP]``: the right side removed.
+
+    ``(ranks < k).float().mean()`` is the top-k accuracy.
     """
     sides = sides or ("left" if model.family == "gpt" else "both")
     if sides not in ("left", "both"):
         raise ValueError(f"sides must be 'left' or 'both', not {sides!r}")
     if model.family == "gpt" and sides == "both":
         raise ValueError("a GPT (causal model) sees only the left side: use sides='left', or a BERT")
-    items = cloze_items(tokenizer, texts, n, seed, model.config.context)
-    truth = [ids[t] for ids, t in items]
-    if model.family == "bert":
-        rows = [[tokenizer.cls_id, *ids[:t], tokenizer.mask_id, *(ids[t + 1:] if sides == "both" else []),
-                 tokenizer.sep_id] for ids, t in items]
-        predicted = _predictions(model, tokenizer, rows, [[t + 1] for _, t in items], batch_size)
-        return sum(p == t for p, t in zip(predicted, truth)) / len(items)
-    device, predicted = device_of(model), []
+    device, ranks = device_of(model), []
     with eval_mode(model):
         for b in range(0, len(items), batch_size):
             chunk = items[b:b + batch_size]
-            x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
-            last = torch.tensor([t for _, t in chunk], device=device)  # [SEP] x_<t ends at index t
-            logits = model(x).logits[torch.arange(len(chunk), device=device), last]  # (B, V)
-            predicted.extend(logits.argmax(-1).tolist())
-    return sum(p == t for p, t in zip(predicted, truth)) / len(items)
+            truth = torch.tensor([ids[t] for ids, t in chunk], device=device)
+            if model.family == "bert":
+                rows = [[tokenizer.cls_id, *ids[:t], tokenizer.mask_id,
+                         *(ids[t + 1:] if sides == "both" else []), tokenizer.sep_id] for ids, t in chunk]
+                x = pad(rows, tokenizer.pad_id).to(device)
+                chosen = torch.zeros_like(x, dtype=torch.bool)
+                chosen[torch.arange(len(chunk)), torch.tensor([t + 1 for _, t in chunk])] = True
+                logits = model(x, pad_mask=(x != tokenizer.pad_id).long(), predict=chosen).logits  # (B, V)
+            else:
+                x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
+                last = torch.zeros_like(x, dtype=torch.bool)  # [SEP] x_<t ends at index t
+                last[torch.arange(len(chunk)), torch.tensor([t for _, t in chunk])] = True
+                logits = model(x, predict=last).logits  # (B, V): the vocabulary scored there only
+            target = logits.gather(1, truth[:, None])  # (B, 1)
+            ranks.append((logits > target).sum(1).cpu())
+    return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long)
 
 
-# --- Classification metrics -----------------------------------------------------------------------
+@torch.no_grad()
+def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, seed: int = 0,
+                   sides: str | None = None, batch_size: int = 32) -> float:
+    """Top-1 accuracy at predicting ``n`` hidden tokens picked at random (with ``seed``) in ``texts``,
+    each read as :func:`cloze_ranks` says for the model's family and ``sides``."""
+    items = cloze_items(tokenizer, texts, n, seed, model.config.context)
+    return (cloze_ranks(model, tokenizer, items, sides, batch_size) == 0).float().mean().item()
+
+
+def shared_words(tokenizer_a: Tokenizer, tokenizer_b: Tokenizer, texts: list[str], context: int = 128):
+    """The words that both tokenizers keep as one token, at the same place of the same text.
+
+    Returns ``(items_a, items_b, words)``: ``items_a[i]`` and ``items_b[i]`` are ``(ids, t)`` for
+    :func:`cloze_ranks`, the same word of the same text seen through each vocabulary, and ``words[i]``
+    is ``(text index, word index in its text, the word as written)``. Each text is cut to
+    ``context - 2`` tokens. Two models with different tokenizers can so be tested on the same positions.
+    """
+    def whole_words(tok, text):
+        enc = tok.hf.encode(text, add_special_tokens=False)
+        ids, offsets, word_ids = enc.ids[:context - 2], enc.offsets, enc.word_ids
+        counts = {}
+        for w in word_ids[:len(ids)]:
+            counts[w] = counts.get(w, 0) + 1
+        spans = {offsets[t]: (t, w) for t, w in enumerate(word_ids[:len(ids)])
+                 if w is not None and counts[w] == 1 and ids[t] != tok.unk_id}
+        return ids, spans
+
+    items_a, items_b, words = [], [], []
+    for i, text in enumerate(texts):
+        ids_a, spans_a = whole_words(tokenizer_a, text)
+        ids_b, spans_b = whole_words(tokenizer_b, text)
+        for span in sorted(spans_a.keys() & spans_b.keys()):
+            (t_a, w), (t_b, _) = spans_a[span], spans_b[span]
+            items_a.append((ids_a, t_a))
+            items_b.append((ids_b, t_b))
+            words.append((i, w, text[span[0]:span[1]]))
+    return items_a, items_b, words
+
 
 def _labels(y_true, y_pred) -> tuple[list[int], list[int]]:
     t = [int(v) for v in torch.as_tensor(y_true).flatten().tolist()]

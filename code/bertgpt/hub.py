@@ -38,7 +38,7 @@ import torch
 from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import FAMILIES, model_config, replace_fields, train_config
+from .config import FAMILIES, TrainConfig, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
 from .model import build
 from .pretraining import prepare, pretrain, summary
@@ -47,6 +47,9 @@ from .tokenizer import cache_dir
 RECIPE = 2  # bump when pretraining changes in a way the configs do not show
 # Training fields that say how a run executes, as the device does, not what it learns: not in the key.
 RUN_ONLY = ("precision", "compile")
+# Training fields added after recipe 2: in the key only when a run changes them, so the entries
+# cached before they existed keep their keys.
+KEYED_IF_CHANGED = ("mask_split", "nsp")
 NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini")
 # GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
 # (1.33M, tied embeddings included), trained on the same batches for about gpt-mini's wall time: on one
@@ -72,7 +75,9 @@ def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None):
 def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None):
     """The cache directory of pretrained model ``name`` (with ``changes``) on ``corpus``."""
     cfg, tcfg = pretrained_configs(name, seed, changes)
-    train = {k: v for k, v in dataclasses.asdict(tcfg).items() if k not in RUN_ONLY}
+    default = TrainConfig()
+    train = {k: v for k, v in dataclasses.asdict(tcfg).items()
+             if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and v == getattr(default, k))}
     blob = json.dumps([dataclasses.asdict(cfg), train, corpus.fingerprint, RECIPE])
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
     return cache_dir() / "models" / f"{name}-{corpus.name}-{key}"

@@ -4,8 +4,10 @@ GPT (causal LM): contiguous windows over the tokenized training text; the target
 shifted by one. BERT (masked LM + next sentence): sentence pairs, half of them true continuations
 and half with a second segment from another document, with 15% of positions chosen for
 prediction (``mask_rate``; bert-mini departs from the paper with 40%), of which 80% become
-``[MASK]``, 10% a random token and 10% stay as they are. ``short_fraction`` of the updates come
-first, on sequences of ``short_length`` tokens, as BERT trained 90% of its steps at 128 of 512.
+``[MASK]``, 10% a random token and 10% stay as they are (``mask_split``; ``(1, 0, 0)`` is the
+"always [MASK]" rule of the paper's appendix ablation). ``nsp=False`` is the "No NSP" row of its
+Table 5: the MLM loss alone, on pairs whose B always follows A. ``short_fraction`` of the updates
+come first, on sequences of ``short_length`` tokens, as BERT trained 90% of its steps at 128 of 512.
 
 Masking is *dynamic* by default, as in RoBERTa (Liu et al., 2019): every pass over the documents
 draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraining_data.py`` draws
@@ -21,6 +23,7 @@ kept in the history (``history.snapshots``); :func:`bertgpt.hub.pretrained` save
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import warnings
 
@@ -87,13 +90,14 @@ def document_sentences(tok: Tokenizer, documents: list[Document]) -> list[list[l
     return out
 
 
-def mask_tokens(ids: torch.Tensor, tok: Tokenizer, rate: float = 0.15, generator=None):
+def mask_tokens(ids: torch.Tensor, tok: Tokenizer, rate: float = 0.15, generator=None,
+                split: tuple[float, float, float] = (0.8, 0.1, 0.1)):
     """BERT's corruption: (inputs, labels) for token ids (B, T).
 
     In each row ``round(rate * n)`` of its n ordinary tokens are chosen (at least one); special tokens
-    and padding never are. A chosen token becomes ``[MASK]`` with probability 0.8, a random ordinary
-    token with 0.1, and stays itself with 0.1. Labels hold the original token where chosen and
-    ``IGNORE`` elsewhere.
+    and padding never are. A chosen token becomes ``[MASK]`` with probability ``split[0]`` (0.8), a
+    random ordinary token with ``split[1]`` (0.1), and stays itself with ``split[2]`` (0.1). Labels
+    hold the original token where chosen and ``IGNORE`` elsewhere.
     """
     if not 0 < rate < 1:
         raise ValueError(f"mask rate must lie strictly between 0 and 1, not {rate}")
@@ -105,17 +109,19 @@ def mask_tokens(ids: torch.Tensor, tok: Tokenizer, rate: float = 0.15, generator
     labels = torch.where(chosen, ids, IGNORE)
     action = torch.rand(ids.shape, generator=generator)
     inputs = ids.clone()
-    inputs[chosen & (action < 0.8)] = tok.mask_id
-    randomized = chosen & (action >= 0.8) & (action < 0.9)
+    to_mask, to_random = split[0], split[0] + split[1]
+    inputs[chosen & (action < to_mask)] = tok.mask_id
+    randomized = chosen & (action >= to_mask) & (action < to_random)
     inputs[randomized] = torch.randint(tok.n_special, tok.vocab_size, (int(randomized.sum()),),
                                        generator=generator)
     return inputs, labels
 
 
-def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Generator):
+def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Generator,
+              p_next: float = 0.5):
     """Sentence pairs (A, B, is_next) for next-sentence prediction, in the spirit of BERT's recipe.
 
-    A is a run of consecutive sentences; with probability 1/2, B is what follows it in the same
+    A is a run of consecutive sentences; with probability ``p_next`` (1/2), B is what follows it in the same
     document (is_next=1), otherwise a run starting at a random sentence of another document
     (is_next=0). Pairs are trimmed to ``max_tokens``: A from its front, B from its back, so the
     junction between them, which the label is about, is kept.
@@ -142,7 +148,7 @@ def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Gen
             while a_end < len(sentences) - 1 and a_end - i < n_a and len(a) < max_tokens // 2:
                 a.extend(sentences[a_end])
                 a_end += 1
-            if float(torch.rand(1, generator=generator)) < 0.5:
+            if float(torch.rand(1, generator=generator)) < p_next:
                 b, i = run(sentences, a_end, max_tokens - len(a))
                 is_next = 1
             else:
@@ -157,32 +163,33 @@ def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Gen
     return pairs
 
 
-def bert_collate(pairs, tok: Tokenizer, rate: float, generator):
+def bert_collate(pairs, tok: Tokenizer, rate: float, generator, split=(0.8, 0.1, 0.1)):
     """A batch dict from NSP pairs, with a fresh mask drawn for it."""
     encoded = [bert_inputs(tok, a, b) for a, b, _ in pairs]
     ids = pad([e[0] for e in encoded], tok.pad_id)
-    inputs, labels = mask_tokens(ids, tok, rate, generator)
+    inputs, labels = mask_tokens(ids, tok, rate, generator, split)
     return dict(input_ids=inputs, segments=pad([e[1] for e in encoded], 0),
                 pad_mask=(ids != tok.pad_id).long(), labels=labels,
                 is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
 
 
 def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: float, generator,
-                 dupe_factor: int = 0):
+                 dupe_factor: int = 0, split=(0.8, 0.1, 0.1), p_next: float = 0.5):
     """Endless batches of NSP pairs with masks.
 
     Dynamic masking (``dupe_factor=0``, RoBERTa's): every pass draws new pairs, a new order and new
     masks. Static masking (``dupe_factor`` N, BERT's): N passes are drawn once and then repeated,
-    the same pairs with the same masks, in a new order of batches each round.
+    the same pairs with the same masks, in a new order of batches each round. ``split`` and
+    ``p_next`` go to :func:`mask_tokens` and :func:`nsp_pairs`.
     """
     def one_pass():
-        pairs = nsp_pairs(docs, context - 3, generator)
+        pairs = nsp_pairs(docs, context - 3, generator, p_next)
         if len(pairs) < batch_size:
             raise ValueError(f"only {len(pairs)} sentence pairs for batches of {batch_size}: "
                              "use more text or a smaller batch_size")
         order = torch.randperm(len(pairs), generator=generator).tolist()
         for s in range(0, len(order) - batch_size + 1, batch_size):
-            yield bert_collate([pairs[i] for i in order[s:s + batch_size]], tok, rate, generator)
+            yield bert_collate([pairs[i] for i in order[s:s + batch_size]], tok, rate, generator, split)
 
     if not dupe_factor:
         while True:
@@ -193,18 +200,19 @@ def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: floa
             yield drawn[i]
 
 
-def mlm_nsp_loss(model, batch):
-    """BERT's pretraining loss, MLM + NSP, and both accuracies. MLM logits only where labelled."""
+def mlm_nsp_loss(model, batch, nsp: bool = True):
+    """BERT's pretraining loss, MLM + NSP (MLM alone when not ``nsp``), and both accuracies. MLM
+    logits only where labelled."""
     labels = batch["labels"]
     chosen = labels != IGNORE
     out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"], predict=chosen)
     mlm_logits, nsp_logits = out.logits.float(), out.nsp_logits.float()
     mlm = F.cross_entropy(mlm_logits, labels[chosen])
-    nsp = F.cross_entropy(nsp_logits, batch["is_next"])
-    metrics = dict(mlm_loss=mlm.detach(), nsp_loss=nsp.detach(),
+    nsp_loss = F.cross_entropy(nsp_logits, batch["is_next"])
+    metrics = dict(mlm_loss=mlm.detach(), nsp_loss=nsp_loss.detach(),
                    mlm_accuracy=(mlm_logits.argmax(-1) == labels[chosen]).float().mean(),
                    nsp_accuracy=(nsp_logits.argmax(-1) == batch["is_next"]).float().mean())
-    return mlm + nsp, metrics
+    return (mlm + nsp_loss) if nsp else mlm, metrics
 
 
 # --- Putting it together --------------------------------------------------------------------------
@@ -228,10 +236,11 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
         return train, val
     docs = document_sentences(tok, corpus.train)
     short = round(train_cfg.short_fraction * train_cfg.steps * train_cfg.accumulate)  # micro-batches
+    recipe = dict(split=train_cfg.mask_split, p_next=0.5 if train_cfg.nsp else 1.0)
     train = itertools.chain(  # short sequences first, then the model's full context (BERT's schedule)
         itertools.islice(bert_batches(docs, tok, min(train_cfg.short_length, cfg.context),
-                                      train_cfg.batch_size, train_cfg.mask_rate, g), short),
-        bert_batches(docs, tok, cfg.context, train_cfg.batch_size, train_cfg.mask_rate, g))
+                                      train_cfg.batch_size, train_cfg.mask_rate, g, **recipe), short),
+        bert_batches(docs, tok, cfg.context, train_cfg.batch_size, train_cfg.mask_rate, g, **recipe))
     val_gen = torch.Generator().manual_seed(10_000 + train_cfg.seed)  # fixed pairs and masks
     val_pairs = nsp_pairs(document_sentences(tok, val_docs), cfg.context - 3, val_gen)
     val_pairs = val_pairs[: train_cfg.eval_batches * train_cfg.batch_size]
@@ -280,7 +289,7 @@ def resume(directory, corpus: Corpus, *, device=None, progress: bool = True):
 def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
     """The run :func:`pretrain` and :func:`resume` share; ``options`` go to :func:`~bertgpt.trainer.train`."""
     train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg)
-    loss_fn = clm_loss if model.config.family == "gpt" else mlm_nsp_loss
+    loss_fn = clm_loss if model.config.family == "gpt" else functools.partial(mlm_nsp_loss, nsp=train_cfg.nsp)
 
     def evaluate(run):
         metrics = validate(model, loss_fn, val_batches)
