@@ -7,6 +7,8 @@ each family's mini is fine-tuned on the same few hundred labelled verses, over s
     addresses   the cached mini, pretrained on the State of the Union addresses
     adapted     that mini after ``--adapt-steps`` more updates of its own objective on the Bible's
                 training chapters (``bertgpt.continue_pretraining``; no test chapter is ever seen)
+    bible       the mini's whole recipe on the Bible's training chapters alone, with a tokenizer
+                trained on them (``bertgpt.pretrained(name, corpus=bible)``, cached like the minis)
 
 A condition may carry fine-tuning fields, ``addresses:lm_coef=0`` or ``scratch:lr=3e-4``, to look for
 the cause of a gap (the learning rate, GPT's λ·L_LM on foreign text, too few updates: ``epochs``), and
@@ -34,23 +36,36 @@ from minis import load_minis
 
 import bertgpt
 from bertgpt.config import FinetuneConfig, apply_overrides
-from bertgpt.pretraining import DEFAULT_TOKENIZER, continuation_config, continue_pretraining, summary
+from bertgpt.pretraining import (
+    DEFAULT_TOKENIZER,
+    clm_loss,
+    continuation_config,
+    continue_pretraining,
+    mlm_nsp_loss,
+    pretraining_data,
+    summary,
+)
 from bertgpt.tokenizer import cache_dir, coverage, tokenizer_for
 
 
 def adapted(ck, family: str, bible, steps: int, cache) -> tuple:
-    """(the mini continued on the Bible for ``steps`` updates, what the run measured), cached."""
+    """(the mini continued on the Bible for ``steps`` updates, what the run measured), cached.
+
+    What was measured includes ``start``: the mini's validation figures on the Bible before the run,
+    on the batches the run validates on."""
+    cfg = continuation_config(ck, steps)
+    _, val = pretraining_data(bible, ck.tokenizer, ck.config, cfg)
+    start = bertgpt.validate(ck.model, clm_loss if family == "gpt" else mlm_nsp_loss, val)
     directory = cache / f"{family}-mini-kjv-{steps}"
     if directory.exists():
         done = bertgpt.load(directory, family)
-        return done, done.info["adaptation"]
+        return done, dict(done.info["adaptation"], start=start)
     tic = time.perf_counter()
-    model, tok, history = continue_pretraining(ck, bible, continuation_config(ck, steps), device="cpu",
-                                               progress=False)
+    model, tok, history = continue_pretraining(ck, bible, cfg, device="cpu", progress=False)
     info = dict(summary(model, history), seconds=round(time.perf_counter() - tic, 1),
                 coverage=history.setup["coverage"], val=history.val)
     bertgpt.save(directory, model, tok, adaptation=info)
-    return bertgpt.load(directory, family), info
+    return bertgpt.load(directory, family), dict(info, start=start)
 
 
 def own_tokenizer_blank(blank, bible):
@@ -89,6 +104,8 @@ def main():
             print(json.dumps(dict(family=family, adaptation=adaptation[family])), flush=True)
         if any(c.startswith("scratch-own") for c in args.conditions):
             inits["scratch-own"] = own_tokenizer_blank(blank, bible)
+        if any(c.startswith("bible") for c in args.conditions):  # the mini's recipe, on the Bible alone
+            inits["bible"] = bertgpt.pretrained(f"{family}-mini", corpus=bible, progress=False)
         fits = {name: coverage(ck.tokenizer, [e.text for e in task.train]) for name, ck in inits.items()}
         for condition in args.conditions:
             init, _, changes = condition.partition(":")
