@@ -166,9 +166,13 @@ def test_cli_pretrain_init_continues_a_checkpoint_on_a_folder_and_finetune_accep
     (["--set", "n_layer=3"], "--set n_layer=3: with --init"),
     (["--tokenizer", "char"], "--tokenizer: with --init"),
     (["--corpus", "nowhere"], "does not exist"),
+    (["--corpus", "EMPTY"], "holds no non-empty .txt file"),
 ])
 def test_cli_pretrain_init_refuses_what_contradicts_the_checkpoint(address_gpt, tmp_path, capsys, args,
                                                                    message):
+    (tmp_path / "EMPTY").mkdir()
+    (tmp_path / "EMPTY" / "blank.txt").write_text("  \n")
+    args = [str(tmp_path / a) if a == "EMPTY" else a for a in args]
     with pytest.raises(SystemExit) as exit:
         main(["pretrain", "--init", str(address_gpt), "--out", str(tmp_path / "o"), "--steps", "2", *args])
     assert exit.value.code == 2 and message in capsys.readouterr().err
