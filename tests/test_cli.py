@@ -161,7 +161,7 @@ def test_cli_pretrain_init_continues_a_checkpoint_on_a_folder_and_finetune_accep
 
 @pytest.mark.parametrize("args, message", [
     (["--resume", "X"], "not both"),
-    (["--model", "bert"], "is a gpt model and --model asks for bert"),
+    (["--model", "bert"], "holds a gpt model, but a bert model is needed"),
     (["--preset", "mini"], "--preset: with --init the model and its tokenizer are the checkpoint's"),
     (["--set", "n_layer=3"], "--set n_layer=3: with --init"),
     (["--tokenizer", "char"], "--tokenizer: with --init"),
@@ -188,7 +188,13 @@ def test_cli_pretrain_init_refuses_a_directory_that_is_not_a_checkpoint(tmp_path
     assert exit.value.code == 2 and "is incomplete" in capsys.readouterr().err
 
 
-def test_cli_pretrain_init_by_name_compares_the_coverage_with_the_addresses(bible, tmp_path, capsys):
+def test_cli_pretrain_init_by_name_compares_the_coverage_with_the_addresses(bible, tmp_path, capsys,
+                                                                            monkeypatch):
+    monkeypatch.setenv("BERTGPT_CACHE", str(tmp_path / "cache"))  # empty: nothing pretrained yet
+    with pytest.raises(SystemExit):  # the other family is refused before anything is pretrained
+        main(["pretrain", "--init", "gpt-tiny", "--model", "bert", "--out", str(tmp_path / "o")])
+    assert "a bert model is needed" in capsys.readouterr().err
+    assert not (bertgpt.tokenizer.cache_dir() / "models").exists()
     main(["pretrain", "--init", "gpt-tiny", "--corpus", _folder(tmp_path, bible.documents[:12]),
           "--steps", "2", "--out", str(tmp_path / "o"), "--device", "cpu"])
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

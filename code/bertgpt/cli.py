@@ -168,19 +168,17 @@ def _out(args) -> str:
 def _continue(args, corpus, device):
     """``pretrain --init``: the checkpoint's model, tokenizer and recipe, trained on ``corpus``.
 
-    Options that would build another model contradict the checkpoint and are refused by name.
-    Returns ``(model, tokenizer, history, training config as a dict)``.
+    Options that would build another model contradict the checkpoint and are refused by name, before
+    anything is loaded (or, for a name not yet cached, pretrained); a ``--model`` of the other family
+    is refused as ``--checkpoint`` refuses one. Returns ``(model, tokenizer, history, training config
+    as a dict)``.
     """
-    ck = _checkpoint(args, name=args.init)
-    family = ck.model.family
-    if args.model and args.model != family:
-        raise CheckpointError(f"--init {args.init} is a {family} model and --model asks for {args.model}: "
-                              f"drop --model (the checkpoint decides) or give a {args.model} checkpoint")
     fixed = [f"--{o}" for o in ("preset", "tokenizer") if getattr(args, o)]
     fixed += [f"--set {item}" for item in args.set if item.partition("=")[0] in MODEL_FIELDS]
     if fixed:
         raise ValueError(f"{', '.join(fixed)}: with --init the model and its tokenizer are the "
                          "checkpoint's; only training fields (--steps, --set lr=...) can change")
+    ck = _checkpoint(args, family=args.model, name=args.init)
     (tcfg,) = apply_overrides(args.set, continuation_config(ck, args.steps or 300, seed=args.seed))
     reference = load_corpus(ck.info["corpus"]) if ck.info.get("corpus") in CORPORA else None
     model, tok, history = continue_pretraining(ck, corpus, tcfg, reference=reference, device=device,
