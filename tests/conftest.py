@@ -23,6 +23,13 @@ def corpus():
 
 
 @pytest.fixture(scope="session")
+def bible():
+    """Forty chapters of the King James Bible, spread over its books: a corpus of another genre."""
+    full = bertgpt.load_corpus("kjv")
+    return bertgpt.Corpus("kjv-40", full.documents[::29][:40])
+
+
+@pytest.fixture(scope="session")
 def wordpiece(corpus):
     return bertgpt.train_tokenizer([p for d in corpus.train for p in d.paragraphs], "wordpiece", 512)
 

@@ -125,3 +125,78 @@ def test_cli_pretrain_resume_continues_an_interrupted_run(tmp_path, corpus):
                  bertgpt.tokenizer_for(corpus, "bpe", 512))
     out = _cli("pretrain", "--resume", str(tmp_path / "done"), env_cache=str(tmp_path / "c"))
     assert out.returncode == 2 and "nothing to resume" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def address_gpt(tmp_path_factory, corpus):
+    """A tiny GPT pretrained for a few updates on the addresses, saved as the CLI saves one."""
+    out = tmp_path_factory.mktemp("init") / "gpt"
+    main(["pretrain", "--model", "gpt", "--preset", "tiny", "--steps", "6", "--out", str(out),
+          "--corpus", _folder(tmp_path_factory.mktemp("sotu"), corpus.documents), "--device", "cpu"])
+    return out
+
+
+def _folder(path, documents):
+    for i, d in enumerate(documents):
+        (path / f"{i:03d}.txt").write_text(d.text)
+    return str(path)
+
+
+def test_cli_pretrain_init_continues_a_checkpoint_on_a_folder_and_finetune_accepts_it(
+        address_gpt, bible, tmp_path, capsys):
+    capsys.readouterr()
+    main(["pretrain", "--init", str(address_gpt), "--corpus", _folder(tmp_path, bible.documents),
+          "--steps", "4", "--set", "lr=1e-3", "--out", str(tmp_path / "adapted"), "--device", "cpu"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert "tokenizer on" in captured.err and "tokens per word" in captured.err  # before training
+    assert result["steps"] == 4 and result["init"] == str(address_gpt) and result["coverage"]["words"] > 0
+    adapted, original = bertgpt.load(tmp_path / "adapted"), bertgpt.load(address_gpt)
+    assert adapted.tokenizer.hf.to_str() == original.tokenizer.hf.to_str()
+    assert adapted.config == original.config and adapted.info["train"]["lr"] == 1e-3
+    main(["finetune", "--checkpoint", str(tmp_path / "adapted"), "--task", str(_toy_csv(tmp_path / "t.csv")),
+          "--out", str(tmp_path / "clf"), "--set", "epochs=1", "--device", "cpu"])
+    assert "test_accuracy" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--resume", "X"], "not both"),
+    (["--model", "bert"], "holds a gpt model, but a bert model is needed"),
+    (["--preset", "mini"], "--preset: with --init the model and its tokenizer are the checkpoint's"),
+    (["--set", "n_layer=3"], "--set n_layer=3: with --init"),
+    (["--tokenizer", "char"], "--tokenizer: with --init"),
+    (["--corpus", "nowhere"], "does not exist"),
+    (["--corpus", "EMPTY"], "holds no non-empty .txt file"),
+])
+def test_cli_pretrain_init_refuses_what_contradicts_the_checkpoint(address_gpt, tmp_path, capsys, args,
+                                                                   message):
+    (tmp_path / "EMPTY").mkdir()
+    (tmp_path / "EMPTY" / "blank.txt").write_text("  \n")
+    args = [str(tmp_path / a) if a == "EMPTY" else a for a in args]
+    with pytest.raises(SystemExit) as exit:
+        main(["pretrain", "--init", str(address_gpt), "--out", str(tmp_path / "o"), "--steps", "2", *args])
+    assert exit.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_pretrain_init_refuses_a_directory_that_is_not_a_checkpoint(tmp_path, corpus, capsys):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("not a model")
+    with pytest.raises(SystemExit) as exit:
+        main(["pretrain", "--init", str(tmp_path / "notes"), "--out", str(tmp_path / "o"),
+              "--corpus", _folder(tmp_path, corpus.documents[:5])])
+    assert exit.value.code == 2 and "is incomplete" in capsys.readouterr().err
+
+
+def test_cli_pretrain_init_by_name_compares_the_coverage_with_the_addresses(bible, tmp_path, capsys,
+                                                                            monkeypatch):
+    monkeypatch.setenv("BERTGPT_CACHE", str(tmp_path / "cache"))  # empty: nothing pretrained yet
+    with pytest.raises(SystemExit):  # the other family is refused before anything is pretrained
+        main(["pretrain", "--init", "gpt-tiny", "--model", "bert", "--out", str(tmp_path / "o")])
+    assert "a bert model is needed" in capsys.readouterr().err
+    assert not (bertgpt.tokenizer.cache_dir() / "models").exists()
+    main(["pretrain", "--init", "gpt-tiny", "--corpus", _folder(tmp_path, bible.documents[:12]),
+          "--steps", "2", "--out", str(tmp_path / "o"), "--device", "cpu"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["init"] == "gpt-tiny" and result["coverage"]["reference"]["corpus"] == "sotu"
+    assert bertgpt.load(tmp_path / "o", family="gpt").info["init"] == "gpt-tiny"

@@ -231,3 +231,59 @@ def test_lm_training_speed_counts_tokens_per_second_of_either_architecture(bpe, 
     for arch in ("transformer", "lstm"):
         cfg = bertgpt.model_config("tiny", "gpt", vocab_size=bpe.vocab_size, arch=arch)
         assert lm_training_speed(cfg, stream, steps=3, batch_size=4) > 0
+
+
+@pytest.fixture(scope="module")
+def pretrained_tiny(corpus):
+    """A tiny GPT and BERT pretrained for a few updates on the addresses, as checkpoints."""
+    out = {}
+    for family in ("gpt", "bert"):
+        tcfg = bertgpt.train_config("tiny", family, steps=10, eval_every=10)
+        model, tok, _ = bertgpt.pretrain(corpus, bertgpt.model_config("tiny", family), tcfg, device="cpu",
+                                         progress=False)
+        out[family] = bertgpt.Checkpoint(model.eval(), tok, dict(corpus=corpus.name,
+                                                                 train=dataclasses.asdict(tcfg)))
+    return out
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_continued_pretraining_keeps_the_tokenizer_and_lowers_the_loss_on_the_new_corpus(
+        family, pretrained_tiny, bible, corpus):
+    from bertgpt.pretraining import continuation_config, continue_pretraining, pretraining_data
+    ck = pretrained_tiny[family]
+    before = {k: v.clone() for k, v in ck.model.state_dict().items()}
+    tcfg = continuation_config(ck, steps=40)
+    loss_fn = clm_loss if family == "gpt" else mlm_nsp_loss
+    _, val = pretraining_data(bible, ck.tokenizer, ck.config, tcfg)
+    start = bertgpt.validate(ck.model, loss_fn, val)["loss"]
+    model, tok, history = continue_pretraining(ck, bible, tcfg, reference=corpus, device="cpu",
+                                               progress=False)
+    assert tok is ck.tokenizer and model.config == ck.config and model is not ck.model
+    assert history.val[-1]["step"] == 40
+    assert bertgpt.validate(model, loss_fn, val)["loss"] < start - 0.3
+    fit = history.setup["coverage"]
+    assert fit["reference"]["corpus"] == corpus.name and fit["reference"]["words"] > 0
+    for name, p in ck.model.state_dict().items():  # the checkpoint it started from is left as it was
+        assert torch.equal(p, before[name]), name
+
+
+def test_continued_pretraining_refuses_a_classifier_and_a_corpus_without_training_text(
+        pretrained_tiny, bible, party):
+    from bertgpt.pretraining import continuation_config, continue_pretraining
+    ck = pretrained_tiny["gpt"]
+    clf = bertgpt.Classifier(ck.model, ck.tokenizer, party.labels)
+    with pytest.raises(bertgpt.CheckpointError, match="not a Classifier"):
+        continue_pretraining(bertgpt.Checkpoint(clf, ck.tokenizer, {}), bible, continuation_config(ck, 2))
+    held_out = bertgpt.Corpus("held-out", tuple(bible.val))
+    with pytest.raises(ValueError, match="no training document"):
+        continue_pretraining(ck, held_out, continuation_config(ck, 2), device="cpu", progress=False)
+
+
+def test_continuation_config_keeps_the_recipe_and_fits_warmup_and_evaluation_in_the_steps(pretrained_tiny):
+    from bertgpt.pretraining import continuation_config
+    ck = pretrained_tiny["bert"]
+    cfg = continuation_config(ck, steps=5, lr=1e-4)
+    assert (cfg.steps, cfg.lr, cfg.warmup, cfg.eval_every, cfg.snapshots) == (5, 1e-4, 5, 5, ())
+    assert cfg.batch_size == ck.info["train"]["batch_size"]
+    bare = bertgpt.Checkpoint(ck.model, ck.tokenizer, {})  # no recipe saved: the family's mini recipe
+    assert continuation_config(bare, 900).mask_rate == bertgpt.train_config("mini", "bert").mask_rate

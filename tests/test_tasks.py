@@ -5,7 +5,8 @@ from bertgpt.tasks import TASKS, Example, Task, load_task
 
 
 @pytest.mark.parametrize("name", TASKS)
-def test_tasks_keep_documents_within_one_split(corpus, name):
+def test_tasks_keep_documents_within_one_split(request, name):
+    corpus = request.getfixturevalue("bible" if name == "genre" else "corpus")  # the task's own corpus
     task = load_task(name, corpus)
     assert task == load_task(name, corpus)  # deterministic
     split_of = {d.id: d.split for d in corpus.documents}
@@ -24,6 +25,20 @@ def test_tasks_keep_documents_within_one_split(corpus, name):
     counts = [sum(e.label == k for e in task.train) for k in range(task.n_classes)]
     if name in ("next", "acceptability"):  # 50/50 by construction (the small corpus is short of some
         assert max(counts) - min(counts) <= 1  # parties and eras to balance those)
+
+
+def test_genre_labels_each_verse_with_its_books_division(bible):
+    from bertgpt.tasks import SECTIONS
+    task = load_task("genre")  # the King James Bible is genre's own corpus
+    assert task.labels == SECTIONS and len(task.train) == 1998 and len(task.test) == 996
+    counts = [sum(e.label == k for e in task.train) for k in range(6)]
+    assert max(counts) - min(counts) == 0  # 333 of each division
+    by_id = {d.id: d for d in bertgpt.load_corpus("kjv").documents}
+    books = {e.doc.rsplit(" ", 1)[0]: e.label for e in task.train}
+    assert books["Genesis"] == 0 and books["Psalms"] == 2 and books["Acts"] == 4 and books["Revelation"] == 5
+    assert all(e.text in by_id[e.doc].paragraphs and len(e.text.split()) >= 8 for e in task.train)
+    with pytest.raises(ValueError, match="no 'genre' training examples"):
+        load_task("genre", bertgpt.load_corpus(["a short text", "another"]))
 
 
 def test_acceptability_negatives_are_one_neighbour_swap(corpus):

@@ -36,12 +36,12 @@ from .model import (
                      init_weights,
                      parameter_breakdown,
 )
-from .pretraining import mask_tokens, nsp_pairs, pretrain, resume
+from .pretraining import continue_pretraining, mask_tokens, nsp_pairs, pretrain, resume
 from .probes import probe
 from .scoring import log_likelihood, pseudo_log_likelihood
 from .senses import contextual_vectors, load_senses, nearest_centroid_accuracy
 from .tasks import TASKS, Example, Task, load_task
-from .tokenizer import Tokenizer, tokenizer_for, train_tokenizer
+from .tokenizer import Tokenizer, coverage, tokenizer_for, train_tokenizer
 from .trainer import History, KeepBest, default_device, device_of, eval_mode, train, validate, validation
 from .wordvec import WordVecConfig, WordVectors, train_word_vectors
 

@@ -2,6 +2,7 @@
 
     python -m bertgpt pretrain --model gpt --preset mini --steps 1200 --out runs/gpt-mini
     python -m bertgpt pretrain --resume runs/gpt-mini          # continue an interrupted run
+    python -m bertgpt pretrain --init gpt-mini --corpus my_texts/ --steps 300 --out runs/gpt-mine
     python -m bertgpt bench --model gpt --preset mini --steps 20 --set vocab_size=100
     python -m bertgpt bench --model gpt --preset small --set precision=fp16 --set compile=true
     python -m bertgpt generate --checkpoint gpt-mini --prompt "the state of the union" --max-new-tokens 30
@@ -35,14 +36,33 @@ import time
 import torch
 
 from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
-from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides, model_config, train_config
-from .corpus import load_corpus
+from .config import (
+                     FAMILIES,
+                     PRESETS,
+                     FinetuneConfig,
+                     ModelConfig,
+                     TrainConfig,
+                     apply_overrides,
+                     model_config,
+                     train_config,
+)
+from .corpus import CORPORA, load_corpus
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
 from .hub import NAMES, pretrained, untrained
 from .inputs import IGNORE
 from .model import build, count_parameters
-from .pretraining import DEFAULT_TOKENIZER, clm_loss, mlm_nsp_loss, prepare, pretrain, resume, summary
+from .pretraining import (
+                          DEFAULT_TOKENIZER,
+                          clm_loss,
+                          continuation_config,
+                          continue_pretraining,
+                          mlm_nsp_loss,
+                          prepare,
+                          pretrain,
+                          resume,
+                          summary,
+)
 from .probes import POOLS, probe
 from .tasks import TASKS, load_task
 from .tokenizer import KINDS
@@ -58,13 +78,14 @@ from .trainer import (
 )
 
 
-def _checkpoint(args, family: str | None = None, from_scratch: bool = False) -> Checkpoint:
-    """``--checkpoint``: a pretrained name (trained now if not cached) or a checkpoint directory.
+def _checkpoint(args, family: str | None = None, from_scratch: bool = False, name=None) -> Checkpoint:
+    """``--checkpoint`` (or ``name``): a pretrained name (trained now if not cached) or a checkpoint
+    directory.
 
     A from-scratch baseline needs only the architecture and the tokenizer: a name then gives
     :func:`~bertgpt.hub.untrained`, which never pretrains.
     """
-    name, device = str(args.checkpoint), getattr(args, "device", None) or "cpu"
+    name, device = str(name or args.checkpoint), getattr(args, "device", None) or "cpu"
     if name in NAMES and family is not None and not name.startswith(family + "-"):
         raise CheckpointError(f"{name!r} is a {name.partition('-')[0]} model, but a {family} model is "
                               f"needed here: give a {family} checkpoint, e.g. {family}-mini")
@@ -74,11 +95,17 @@ def _checkpoint(args, family: str | None = None, from_scratch: bool = False) -> 
     return load(name, family=family, device=device)
 
 
+# Fields of the model alone (dropout is also the training run's): fixed by a checkpoint given to --init.
+MODEL_FIELDS = ({f.name for f in dataclasses.fields(ModelConfig)}
+                - {f.name for f in dataclasses.fields(TrainConfig)})
+
+
 def _configs(args):
     if not args.model:
         raise ValueError(f"{args.command} needs --model gpt or --model bert")
-    cfg = model_config(args.preset, args.model)
-    tcfg = train_config(args.preset, args.model, seed=args.seed)
+    preset = args.preset or "mini"
+    cfg = model_config(preset, args.model)
+    tcfg = train_config(preset, args.model, seed=args.seed)
     cfg, tcfg = apply_overrides(args.set, cfg, tcfg)
     if args.steps is not None:
         tcfg = dataclasses.replace(tcfg, steps=args.steps, eval_every=min(tcfg.eval_every, args.steps))
@@ -87,7 +114,7 @@ def _configs(args):
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=FAMILIES, help="gpt (causal LM) or bert (MLM + NSP)")
-    p.add_argument("--preset", choices=PRESETS, default="mini")
+    p.add_argument("--preset", choices=PRESETS, help="the model's size (default: mini)")
     p.add_argument("--steps", type=int, help="optimizer updates (default: the preset's)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a model or training field, e.g. n_layer=4 (repeatable)")
@@ -106,25 +133,57 @@ def cmd_pretrain(args) -> dict | None:
 
 def _pretrain(args, device) -> dict | None:
     corpus = load_corpus(args.corpus)
+    extra = {}
     if args.resume:
+        if args.init:
+            raise ValueError("give --init (a new run from a pretrained checkpoint) or --resume (an "
+                             "interrupted run), not both")
         out, train_info = args.resume, read_info(args.resume).get("train")
         model, tok, history = resume(out, corpus, device=device)
+    elif args.init:
+        out, extra = _out(args), dict(init=str(args.init))
+        model, tok, history, train_info = _continue(args, corpus, device)
     else:
-        if not args.out:
-            raise ValueError("pretrain needs --out DIR (or --resume DIR to continue an interrupted run)")
-        cfg, tcfg = _configs(args)
+        out, (cfg, tcfg) = _out(args), _configs(args)
         if world()[1] > 1:  # one process per machine trains the tokenizer into its cache; the rest load it
             if int(os.environ.get("LOCAL_RANK", 0)) == 0:
                 prepare(corpus, cfg, args.tokenizer)
             barrier()
-        out, train_info = args.out, dataclasses.asdict(tcfg)
+        train_info = dataclasses.asdict(tcfg)
         model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=args.tokenizer, device=device, out=out)
     if not is_main():
         return None
     metrics = summary(model, history)
     save(out, model.cpu(), tok, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint, train=train_info,
-         metrics=metrics, history=dict(train=history.train, val=history.val))  # finished: no training state
-    return dict(**metrics, **history.setup, checkpoint=str(out))
+         metrics=metrics, history=dict(train=history.train, val=history.val), **extra)  # no training state
+    return dict(**metrics, **history.setup, **extra, checkpoint=str(out))
+
+
+def _out(args) -> str:
+    if not args.out:
+        raise ValueError("pretrain needs --out DIR (or --resume DIR to continue an interrupted run)")
+    return args.out
+
+
+def _continue(args, corpus, device):
+    """``pretrain --init``: the checkpoint's model, tokenizer and recipe, trained on ``corpus``.
+
+    Options that would build another model contradict the checkpoint and are refused by name, before
+    anything is loaded (or, for a name not yet cached, pretrained); a ``--model`` of the other family
+    is refused as ``--checkpoint`` refuses one. Returns ``(model, tokenizer, history, training config
+    as a dict)``.
+    """
+    fixed = [f"--{o}" for o in ("preset", "tokenizer") if getattr(args, o)]
+    fixed += [f"--set {item}" for item in args.set if item.partition("=")[0] in MODEL_FIELDS]
+    if fixed:
+        raise ValueError(f"{', '.join(fixed)}: with --init the model and its tokenizer are the "
+                         "checkpoint's; only training fields (--steps, --set lr=...) can change")
+    ck = _checkpoint(args, family=args.model, name=args.init)
+    (tcfg,) = apply_overrides(args.set, continuation_config(ck, args.steps or 300, seed=args.seed))
+    reference = load_corpus(ck.info["corpus"]) if ck.info.get("corpus") in CORPORA else None
+    model, tok, history = continue_pretraining(ck, corpus, tcfg, reference=reference, device=device,
+                                               out=args.out)
+    return model, tok, history, dataclasses.asdict(tcfg)
 
 
 def _peak_memory_mb(device: torch.device) -> float:
@@ -262,7 +321,11 @@ def _parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--out", help="checkpoint directory to write (saved at every evaluation, to resume)")
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run saved in DIR")
-    p.add_argument("--corpus", default="sotu", help="'sotu', a folder of .txt files, or a text file")
+    p.add_argument("--init", metavar="NAME_OR_DIR",
+                   help=f"start from this pretrained model ({', '.join(NAMES)}, or a checkpoint directory) "
+                   "and keep training it on --corpus, with its tokenizer (default: 300 steps)")
+    p.add_argument("--corpus", default="sotu",
+                   help=f"{' or '.join(map(repr, CORPORA))}, a folder of .txt files, or a text file")
     p.add_argument("--tokenizer", choices=KINDS,
                    help=f"default: {DEFAULT_TOKENIZER['gpt']} for gpt, {DEFAULT_TOKENIZER['bert']} for bert")
     p.set_defaults(run=cmd_pretrain)

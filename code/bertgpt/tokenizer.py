@@ -10,6 +10,11 @@ Every kind shares the same special tokens at the same ids, so one model file ser
 
     tok = tokenizer_for(load_corpus(), "wordpiece", vocab_size=4096)   # trained once, then cached
     tok.encode("The state of the Union")                               # list of ids
+    coverage(tok, ["Unto thee, O Lord"])     # how well the vocabulary fits another text
+
+A tokenizer is fixed with the model it was trained with: a model pretrained on one corpus and trained
+on another keeps its vocabulary, and :func:`coverage` says how much of the new text it then reads as
+whole words, as pieces, or not at all.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 from tokenizers import Tokenizer as _HF
@@ -112,6 +118,29 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096) -> Tokeniz
                                       show_progress=False)
     hf.train_from_iterator(texts, trainer)
     return Tokenizer(hf)
+
+
+def coverage(tok: Tokenizer, texts, max_texts: int = 2000) -> dict:
+    """How well ``tok``'s vocabulary fits ``texts``: what a user should see before training on them.
+
+    Words are what the tokenizer's pre-tokenizer cuts (whitespace and punctuation). Returns
+    ``tokens_per_word``, ``unknown_rate`` (the share of tokens that are ``[UNK]``: text the model cannot
+    read at all) and ``split_words`` (the share of words cut into three pieces or more: words it reads
+    as fragments), measured on at most ``max_texts`` texts spread evenly over ``texts``.
+    """
+    texts = [t for t in texts if t.strip()]
+    texts = texts[:: max(1, -(-len(texts) // max_texts))]
+    if not texts:
+        raise ValueError("coverage needs at least one non-empty text")
+    words = tokens = unknown = split = 0
+    for enc in tok.hf.encode_batch(texts, add_special_tokens=False):
+        pieces = Counter(w for w in enc.word_ids if w is not None)  # word -> pieces it was cut into
+        words += len(pieces)
+        tokens += len(enc.ids)
+        unknown += enc.ids.count(tok.unk_id)
+        split += sum(n >= 3 for n in pieces.values())
+    return dict(words=words, tokens_per_word=round(tokens / max(words, 1), 3),
+                unknown_rate=round(unknown / max(tokens, 1), 5), split_words=round(split / max(words, 1), 4))
 
 
 def cache_dir() -> Path:
