@@ -335,9 +335,9 @@ def continue_pretraining(checkpoint: Checkpoint, corpus: Corpus, train_cfg: Trai
     return model, checkpoint.tokenizer, history
 
 
-# A tokenizer "fits" a corpus it was not trained on when it leaves no more than this many tokens
-# unknown and cuts no more than this share of words into three pieces or more (the mini tokenizers of
-# the addresses cut 5% of the addresses' words so, and 10-12% of the King James Bible's).
+#: A tokenizer fits a corpus it was not trained on when it leaves at most this share of tokens unknown
+#: and cuts at most this share of words into three pieces or more (the mini tokenizers of the
+#: addresses cut 5% of the addresses' words so, and 10-12% of the King James Bible's).
 FIT_LIMITS = dict(unknown_rate=0.005, split_words=0.15)
 
 
