@@ -6,6 +6,7 @@ from bertgpt.generate import (
     Sampling,
     fill_mask,
     generate,
+    generate_by_masking,
     generate_ids,
     repetition_penalty_filter,
     sample_next,
@@ -94,3 +95,56 @@ def test_fill_mask_gives_top_k_candidates_per_mask(bert, wordpiece):
     for candidates in out:
         probs = [p for _, p in candidates]
         assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+
+
+class Peaked(torch.nn.Module):
+    """A stand-in BERT whose every blank is sure of one token, surest at the blank ``favourite``."""
+
+    family = "bert"
+
+    def __init__(self, config, favourite: int):
+        super().__init__()
+        self.config, self.favourite = config, favourite
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, x, predict):
+        logits = torch.zeros(int(predict.sum()), self.config.vocab_size)
+        blanks = predict[0].nonzero().flatten().tolist()
+        for row, position in enumerate(blanks):
+            logits[row, 100 + position] = 20.0 if position == self.favourite else 5.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_masking_generation_writes_exactly_the_blanks_it_was_given(bert, wordpiece):
+    prompt = "the congress shall have power"
+    for order in ("left", "confident"):
+        text = generate_by_masking(bert, wordpiece, prompt, 6, order=order, seed=0)
+        ids = wordpiece.encode(text)
+        assert "[MASK]" not in text and all(i >= wordpiece.n_special for i in ids)
+        assert text == generate_by_masking(bert, wordpiece, prompt, 6, order=order, seed=0)
+    greedy = generate_by_masking(bert, wordpiece, prompt, 1, Sampling(greedy=True))
+    candidates = [t for t, _ in fill_mask(bert, wordpiece, prompt + " [MASK]", top_k=20)[0]]
+    assert greedy.replace(" ", "") == next(t for t in candidates if not t.startswith("["))
+
+
+def test_confident_order_fills_the_surest_blank_first(bert, wordpiece):
+    prompt_ids = wordpiece.encode("the union")
+    favourite = 1 + len(prompt_ids) + 3  # the fourth of five blanks
+    model = Peaked(bert.config, favourite)
+    sure = generate_by_masking(model, wordpiece, "the union", 5, Sampling(greedy=True), order="confident")
+    assert sure == wordpiece.decode([100 + 1 + len(prompt_ids) + k for k in range(5)])
+    calls = []
+    original = model.forward
+    model.forward = lambda x, predict: (calls.append(x[0].tolist()), original(x, predict))[1]
+    generate_by_masking(model, wordpiece, "the union", 5, Sampling(greedy=True), order="confident")
+    assert calls[1][favourite] == 100 + favourite  # filled in the first step
+    assert calls[1].count(wordpiece.mask_id) == 4
+
+
+def test_masking_generation_refuses_a_gpt_and_impossible_lengths(gpt, bert, wordpiece):
+    with pytest.raises(ValueError, match="needs a BERT model"):
+        generate_by_masking(gpt, wordpiece, "the union", 4)
+    with pytest.raises(ValueError, match="unknown order"):
+        generate_by_masking(bert, wordpiece, "the union", 4, order="right")
+    with pytest.raises(ValueError, match="no room for a prompt"):
+        generate_by_masking(bert, wordpiece, "the union", bert.config.context)

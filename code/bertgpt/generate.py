@@ -5,6 +5,8 @@
   token through the model, reusing the keys and values of earlier positions from a
   :class:`~bertgpt.model.KVCache`.
 - :func:`fill_mask` (BERT): the most probable tokens for each ``[MASK]`` in a text.
+- :func:`generate_by_masking` (BERT): text written by filling appended blanks one at a time, left
+  to right or most confident first — how far a masked LM can be pushed into generation.
 
 Scoring text (how probable it is under each model) lives in :mod:`bertgpt.scoring`.
 
@@ -195,3 +197,47 @@ def fill_mask(model, tokenizer: Tokenizer, text: str, top_k: int = 5) -> list[li
     values, indices = probs.topk(min(top_k, probs.size(-1)), dim=-1)
     return [[(tokenizer.id_to_token(i), float(p)) for p, i in zip(ps.tolist(), ix.tolist())]
             for ps, ix in zip(values, indices)]
+
+
+ORDERS = ("left", "confident")  #: the orders in which :func:`generate_by_masking` fills its blanks
+
+
+@torch.no_grad()
+def generate_by_masking(model, tokenizer: Tokenizer, prompt: str, max_new_tokens: int = 20,
+                        sampling: Sampling = Sampling(), order: str = "left", seed: int | None = None) -> str:
+    """Make a BERT write: append ``max_new_tokens`` masks to ``prompt`` and fill them one at a time.
+
+    Each step reads ``[CLS] prompt blanks [SEP]`` whole and replaces one ``[MASK]`` with a token
+    drawn (by ``sampling``) from the model's distribution there: the leftmost mask with ``order=
+    "left"``, or with ``order="confident"`` the mask whose most probable token is most probable.
+    The number of new tokens is fixed in advance, and every blank sees the end of the text as
+    ``[SEP]`` — two ways this differs from a GPT's :func:`generate`. Special tokens are never
+    drawn. Returns the new text only.
+    """
+    require_family(model, "bert", "generation by masking")
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, not {max_new_tokens}")
+    room = model.config.context - 2 - max_new_tokens  # [CLS] prompt blanks [SEP]
+    if room < 1:
+        raise ValueError(f"{max_new_tokens} new tokens leave no room for a prompt in a context of "
+                         f"{model.config.context}: ask for at most {model.config.context - 3}")
+    ids = _fit_prompt(tokenizer.encode(prompt), room, stacklevel=3)
+    start = len(ids) + 1  # the first blank's position, after [CLS]
+    masked = bert_whole(tokenizer, ids + [tokenizer.mask_id] * max_new_tokens, model.config.context)
+    x = torch.tensor([masked], device=device_of(model))  # (1, T)
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    with eval_mode(model):
+        for _ in range(max_new_tokens):
+            blanks = (x[0] == tokenizer.mask_id).nonzero().flatten()  # (M,) positions still masked
+            logits = model(x, predict=x == tokenizer.mask_id).logits.float()  # (M, V)
+            logits[:, :tokenizer.n_special] = float("-inf")  # a blank takes a word piece, never [MASK]
+            if order == "left":
+                pick = 0
+            else:
+                pick = int(logits.softmax(dim=-1).amax(dim=-1).argmax())
+            window = x[0, 1:-1].tolist()
+            row = repetition_penalty_filter(logits[pick], window, sampling.repetition_penalty)
+            x[0, blanks[pick]] = sample_next(row, sampling, generator)
+    return tokenizer.decode(x[0, start:start + max_new_tokens].tolist())
