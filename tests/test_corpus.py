@@ -35,3 +35,41 @@ def test_folders_files_and_lists_load_and_bad_paths_say_what_to_do(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no non-empty .txt file"):
         bertgpt.load_corpus(tmp_path / "empty")
+
+
+def test_shuffled_sentences_keep_the_words_and_layout_but_not_the_order(corpus):
+    from collections import Counter
+
+    shuffled = bertgpt.shuffle_sentences(corpus, seed=1)
+    assert shuffled.name == "sotu-40-shuffled1" and shuffled.fingerprint != corpus.fingerprint
+    assert [d.id for d in shuffled.documents] == [d.id for d in corpus.documents]
+
+    def words(c):
+        return Counter(w for d in c.train for p in d.paragraphs for w in p.split())
+
+    assert words(shuffled) == words(corpus)
+    assert [len(d.paragraphs) for d in shuffled.train] == [len(d.paragraphs) for d in corpus.train]
+    assert shuffled.val == corpus.val and shuffled.test == corpus.test
+    assert [d.text for d in shuffled.val] == [d.text for d in corpus.val]
+    moved = sum(a.text != b.text for a, b in zip(shuffled.train, corpus.train))
+    assert moved == len(corpus.train)  # every training document now mixes other addresses' sentences
+    assert bertgpt.shuffle_sentences(corpus, seed=1).fingerprint == shuffled.fingerprint  # seeded
+
+
+def test_subsample_keeps_a_seeded_share_of_training_documents_only(corpus):
+    half = bertgpt.subsample(corpus, 0.5, seed=0)
+    assert half.name == "sotu-40-0.5of0"
+    assert len(half.train) == round(0.5 * len(corpus.train))
+    assert {d.id for d in half.train} < {d.id for d in corpus.train}
+    assert [d.text for d in half.val + half.test] == [d.text for d in corpus.val + corpus.test]
+    assert [d.id for d in bertgpt.subsample(corpus, 0.5, seed=0).train] == [d.id for d in half.train]
+    assert [d.id for d in bertgpt.subsample(corpus, 0.5, seed=1).train] != [d.id for d in half.train]
+    with pytest.raises(ValueError, match="fraction must lie in"):
+        bertgpt.subsample(corpus, 0)
+
+
+def test_a_held_out_split_can_be_shuffled_instead(corpus):
+    shuffled = bertgpt.shuffle_sentences(corpus, seed=0, split="val")
+    assert shuffled.name == "sotu-40-val-shuffled0"
+    assert [d.text for d in shuffled.train] == [d.text for d in corpus.train]
+    assert [d.text for d in shuffled.val] != [d.text for d in corpus.val]

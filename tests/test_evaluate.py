@@ -5,6 +5,7 @@ import torch
 
 from bertgpt.evaluate import (
     accuracy,
+    bits_per_character,
     cloze_accuracy,
     cloze_items,
     cloze_ranks,
@@ -113,3 +114,15 @@ def test_loss_by_position_averages_the_loss_at_each_position(gpt, wordpiece, cor
     assert by_position.shape == (gpt.config.context,)
     overall = sum(float(clm_loss(gpt, b)) * len(b[0]) for b in batches) / sum(len(b[0]) for b in batches)
     assert float(by_position.mean()) == pytest.approx(overall, rel=1e-4)
+
+
+def test_bits_per_character_is_the_texts_nats_in_bits_over_their_characters(gpt, wordpiece, corpus):
+
+    texts = [p for d in corpus.val for p in d.paragraphs][:3]
+    nats = -sum(log_likelihood(gpt, wordpiece, t).log_prob for t in texts)
+    expected = nats / math.log(2) / sum(map(len, texts))
+    assert bits_per_character(gpt, wordpiece, texts + ["  "]) == pytest.approx(expected, rel=1e-4)
+    # a random model over V tokens pays about log2(V) bits per token, spread over each token's characters
+    assert 0.3 * math.log2(wordpiece.vocab_size) / 5 < expected < 3 * math.log2(wordpiece.vocab_size)
+    with pytest.raises(ValueError, match="no text to score"):
+        bits_per_character(gpt, wordpiece, [" "])

