@@ -67,7 +67,8 @@ def saved_activation_bytes(step) -> int:
 
 @contextlib.contextmanager
 def checkpointing(model):
-    """Activation checkpointing of every block of ``model`` (a GPT, a BERT or a :class:`Classifier`).
+    """Activation checkpointing of every block of ``model`` (a GPT, a BERT or a
+    :class:`~bertgpt.finetune.Classifier`).
 
     Inside the context, each block's forward runs without keeping its intermediate tensors; backward
     runs it again to get them. What is kept per block is its input alone. The caching path used in
