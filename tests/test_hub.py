@@ -140,8 +140,9 @@ def test_adapted_continues_a_cached_model_once_and_keys_the_corpus_and_the_steps
     assert first.info["base_entry"] == bertgpt.hub.cache_path("gpt-tiny", corpus).name
     assert first.info["coverage"]["reference"]["corpus"] == corpus.name
     assert first.info["metrics"]["val_loss"] < first.info["start"]["loss"]
+    fewer = bertgpt.Corpus("kjv-40", bible.documents[1:])  # same name, other content
     others = {bertgpt.hub.adapted_path("gpt-tiny", bible, 7, base=corpus),
-              bertgpt.hub.adapted_path("gpt-tiny", bertgpt.Corpus("kjv-40", bible.documents[1:]), 6, base=corpus),
+              bertgpt.hub.adapted_path("gpt-tiny", fewer, 6, base=corpus),
               bertgpt.hub.adapted_path("gpt-tiny", bible, 6, base=corpus, recipe=dict(lr=1e-4)),
               bertgpt.hub.adapted_path("gpt-tiny", bible, 6, base=corpus, changes=dict(steps=30))}
     assert directory not in others and len(others) == 4
