@@ -133,3 +133,39 @@ def test_another_tokenizer_kind_is_its_own_entry_and_the_familys_own_kind_change
     assert ck.tokenizer.kind == "char" and ck.info["tokenizer_kind"] == "char"
     assert ck.model.config.vocab_size == ck.tokenizer.vocab_size < 200
     assert bertgpt.hub.cache_path("gpt-tiny", corpus, tokenizer="char").exists()
+
+
+def test_adapted_continues_a_cached_model_once_and_keys_the_corpus_and_the_steps(corpus, bible):
+    first = bertgpt.adapted("gpt-tiny", bible, steps=6, base=corpus, progress=False)
+    directory = bertgpt.hub.adapted_path("gpt-tiny", bible, 6, base=corpus)
+    assert directory.name.startswith(bertgpt.hub.cache_path("gpt-tiny", corpus).name + "+kjv-40-6-")
+    stamp = os.stat(directory / "model.safetensors").st_mtime_ns
+    again = bertgpt.adapted("gpt-tiny", bible, steps=6, base=corpus, progress=False)
+    assert os.stat(directory / "model.safetensors").st_mtime_ns == stamp  # loaded, not retrained
+    for p, q in zip(first.model.state_dict().values(), again.model.state_dict().values()):
+        assert torch.equal(p, q)
+    base = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
+    assert first.tokenizer.hf.to_str() == base.tokenizer.hf.to_str()  # the tokenizer is kept
+    assert not torch.equal(first.model.lm_head.weight, base.model.lm_head.weight)
+    assert first.info["base_entry"] == bertgpt.hub.cache_path("gpt-tiny", corpus).name
+    assert first.info["coverage"]["reference"]["corpus"] == corpus.name
+    assert first.info["metrics"]["val_loss"] < first.info["start"]["loss"]
+    fewer = bertgpt.Corpus("kjv-40", bible.documents[1:])  # same name, other content
+    others = {bertgpt.hub.adapted_path("gpt-tiny", bible, 7, base=corpus),
+              bertgpt.hub.adapted_path("gpt-tiny", fewer, 6, base=corpus),
+              bertgpt.hub.adapted_path("gpt-tiny", bible, 6, base=corpus, recipe=dict(lr=1e-4)),
+              bertgpt.hub.adapted_path("gpt-tiny", bible, 6, base=corpus, changes=dict(steps=30))}
+    assert directory not in others and len(others) == 4
+    longer = bertgpt.adapted("gpt-tiny", bible, steps=7, base=corpus, progress=False)
+    assert longer.info["train"]["steps"] == 7 and directory.exists()
+
+
+def test_a_damaged_adapted_entry_is_rebuilt_to_the_same_weights(corpus, bible):
+    first = bertgpt.adapted("bert-tiny", bible, steps=4, base=corpus, progress=False)
+    directory = bertgpt.hub.adapted_path("bert-tiny", bible, 4, base=corpus)
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.warns(UserWarning, match="rebuilding the cached bert-tiny"):
+        rebuilt = bertgpt.adapted("bert-tiny", bible, steps=4, base=corpus, progress=False)
+    for p, q in zip(first.model.state_dict().values(), rebuilt.model.state_dict().values()):
+        assert torch.equal(p, q)

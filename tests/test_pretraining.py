@@ -287,3 +287,31 @@ def test_continuation_config_keeps_the_recipe_and_fits_warmup_and_evaluation_in_
     assert cfg.batch_size == ck.info["train"]["batch_size"]
     bare = bertgpt.Checkpoint(ck.model, ck.tokenizer, {})  # no recipe saved: the family's mini recipe
     assert continuation_config(bare, 900).mask_rate == bertgpt.train_config("mini", "bert").mask_rate
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_an_interrupted_continued_run_resumes_to_the_weights_of_an_uninterrupted_one(
+        family, pretrained_tiny, bible, tmp_path, monkeypatch):
+    from bertgpt.pretraining import continuation_config, continue_pretraining
+    ck = pretrained_tiny[family]
+    tcfg = dataclasses.replace(continuation_config(ck, steps=12), eval_every=4, warmup=3, dropout=0.1)
+    whole, _, history = continue_pretraining(ck, bible, tcfg, device="cpu", progress=False)
+    real_save, saved = bertgpt.pretraining.save, []
+
+    def save_then_crash(*args, **kwargs):
+        real_save(*args, **kwargs)
+        saved.append(kwargs["training_state"]["step"])
+        if len(saved) == 2:
+            raise KeyboardInterrupt  # the continued run dies right after its checkpoint at step 8
+
+    monkeypatch.setattr("bertgpt.pretraining.save", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        continue_pretraining(ck, bible, tcfg, device="cpu", progress=False, out=tmp_path / "run")
+    monkeypatch.undo()
+    assert saved == [4, 8] and load_training_state(tmp_path / "run")["step"] == 8
+    resumed, tok, again = bertgpt.resume(tmp_path / "run", bible, device="cpu", progress=False)
+    assert tok.hf.to_str() == ck.tokenizer.hf.to_str()  # still the tokenizer it started with
+    for (name, p), q in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert again.train == history.train
+    assert [r["loss"] for r in again.val] == [r["loss"] for r in history.val]

@@ -23,7 +23,7 @@ from .corpus import Corpus, Document, load_corpus, shuffle_sentences, subsample
 from .evaluate import accuracy, cloze_accuracy, confusion_matrix, f1, masked_token_accuracy, perplexity
 from .finetune import Classifier, finetune, load_classifier, predict, save_classifier
 from .generate import Sampling, fill_mask, generate, generate_by_masking, top_k_filter, top_p_filter
-from .hub import pretrained, untrained
+from .hub import adapted, pretrained, untrained
 from .inputs import IGNORE
 from .model import (
                      BERT,

@@ -24,12 +24,18 @@ Variants and snapshots go through the same cache::
 ``changes`` sets fields of the model or training config (whichever has the field); the weights at
 the updates ``TrainConfig.snapshots`` lists are saved beside the entry, in ``<entry>.snapshots``,
 before the entry itself, so an entry that exists has all its snapshots.
+
+Continued pretraining (a cached mini, trained further on another corpus with its own objective and
+tokenizer) has its own cached route, :func:`adapted`::
+
+    adapted("gpt-mini", "kjv", steps=300)   # gpt-mini of the addresses, then 300 updates on the Bible
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -42,8 +48,19 @@ from .checkpoint import Checkpoint, CheckpointError, load, save
 from .config import FAMILIES, TrainConfig, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
 from .model import build
-from .pretraining import DEFAULT_TOKENIZER, prepare, pretrain, summary
+from .pretraining import (
+    DEFAULT_TOKENIZER,
+    clm_loss,
+    continuation_config,
+    continue_pretraining,
+    mlm_nsp_loss,
+    prepare,
+    pretrain,
+    pretraining_data,
+    summary,
+)
 from .tokenizer import cache_dir
+from .trainer import validate
 
 RECIPE = 2  # bump when pretraining changes in a way the configs do not show
 # Training fields that say how a run executes, as the device does, not what it learns: not in the key.
@@ -162,3 +179,57 @@ def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
     tok, cfg = prepare(_corpus(corpus), cfg)
     torch.manual_seed(seed)
     return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.family, untrained=True))
+
+
+def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus = "sotu", seed: int = 0,
+            changes: dict | None = None, recipe: dict | None = None, device=None,
+            progress: bool = True) -> Checkpoint:
+    """Pretrained model ``name`` (of ``base``, with ``changes``) after ``steps`` more updates on ``corpus``.
+
+    The route of ULMFiT's middle stage, cached: the base model comes from :func:`pretrained`, then
+    :func:`~bertgpt.pretraining.continue_pretraining` trains it on ``corpus``'s training documents
+    with its own objective, tokenizer and recipe (:func:`~bertgpt.pretraining.continuation_config`,
+    with ``recipe``'s training fields on top, e.g. ``dict(lr=3e-4)``). The entry's key covers the
+    base entry's key, ``corpus``'s content and the continuation's config, so another corpus, step
+    count or recipe is another entry; it is written atomically under its own lock, as
+    :func:`pretrained`'s are. ``info["coverage"]`` holds the tokenizer's fit to ``corpus`` (beside
+    its fit to ``base``), ``info["start"]`` the base model's validation figures on ``corpus`` before
+    the first update, ``info["metrics"]`` those after the last.
+    """
+    corpus, base = _corpus(corpus), _corpus(base)
+    base_ck = pretrained(name, base, seed, device, progress, changes=changes)
+    tcfg = continuation_config(base_ck, steps, **(recipe or {}))
+    directory = adapted_path(name, corpus, steps, base=base, seed=seed, changes=changes, recipe=recipe)
+    family = base_ck.model.family
+    with FileLock(directory.with_name(directory.name + ".lock")):
+        if directory.exists():
+            try:
+                return load(directory, family, device or "cpu")
+            except CheckpointError as exc:
+                warnings.warn(f"rebuilding the cached {directory.name}: {exc}", stacklevel=2)
+        with training_threads():
+            start = _validation(base_ck, corpus, tcfg)
+            model, tok, history = continue_pretraining(base_ck, corpus, tcfg, reference=base, device=device,
+                                                       progress=progress)
+        save(directory, model.cpu(), tok, step=steps, name=name, corpus=corpus.name, base=base.name,
+             base_entry=cache_path(name, base, seed, changes).name, changes=changes or {},
+             train=dataclasses.asdict(tcfg), coverage=history.setup["coverage"], start=start,
+             metrics=summary(model, history),
+             history=dict(train=history.train, val=history.val, tokens=history.tokens))
+    return load(directory, family, device or "cpu")
+
+
+def adapted_path(name: str, corpus: Corpus, steps: int, *, base: Corpus, seed: int = 0,
+                 changes: dict | None = None, recipe: dict | None = None):
+    """The cache directory of :func:`adapted`'s entry: keyed by the base entry, ``corpus`` and the recipe."""
+    start = cache_path(name, base, seed, changes)
+    blob = json.dumps([start.name, corpus.fingerprint, steps, sorted((recipe or {}).items()), RECIPE])
+    key = hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return start.parent / f"{start.name}+{corpus.name}-{steps}-{key}"
+
+
+def _validation(ck: Checkpoint, corpus: Corpus, tcfg) -> dict:
+    """``ck``'s validation figures on ``corpus``, on the batches a continued run validates on."""
+    _, val = pretraining_data(corpus, ck.tokenizer, ck.config, tcfg)
+    loss_fn = clm_loss if ck.model.family == "gpt" else functools.partial(mlm_nsp_loss, nsp=tcfg.nsp)
+    return validate(ck.model, loss_fn, val)
