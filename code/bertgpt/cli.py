@@ -208,6 +208,26 @@ def flops_per_token(cfg) -> float:
     return 6 * n + 12 * cfg.n_layer * cfg.context * cfg.d_model
 
 
+def pretraining_compute(cfg, train: dict, step: int | None = None) -> dict:
+    """Tokens read and training FLOPs (:func:`flops_per_token` at each update's sequence length) of
+    the first ``step`` updates (default: all) of the pretraining recipe ``train``, a checkpoint's
+    ``info["train"]``. BERT's schedule is followed: the first ``short_fraction`` of the updates read
+    sequences of ``short_length`` tokens, the rest the full context. Padding counts as read, as in
+    the training history's ``tokens``. Returns ``dict(tokens=..., flops=...)``."""
+    steps = train["steps"] if step is None else step
+    if not 0 <= steps <= train["steps"]:
+        raise ValueError(f"step must lie between 0 and the recipe's {train['steps']} updates, not {step}")
+    per_update = train["batch_size"] * train.get("accumulate", 1)  # sequences
+    n_short = min(steps, round(train.get("short_fraction", 0.0) * train["steps"]))
+    short = min(train.get("short_length", cfg.context), cfg.context)
+    tokens = flops = 0
+    for n, length in ((n_short, short), (steps - n_short, cfg.context)):
+        at_length = dataclasses.replace(cfg, context=length)
+        tokens += n * per_update * length
+        flops += n * per_update * length * flops_per_token(at_length)
+    return dict(tokens=tokens, flops=flops)
+
+
 def peak_tflops(device: torch.device, precision: str) -> tuple[float | None, str]:
     """(peak TFLOP/s, where it comes from): the table for a known GPU, a timed matmul on the CPU."""
     if device.type == "cuda":
