@@ -135,18 +135,19 @@ def main(argv: list[str] | None = None) -> int:
     paths = [p.resolve() for p in args.paths] or sorted(CHAPTERS.glob("*.ipynb"))
 
     os.environ["BERTGPT_STATIC"] = "1"  # the kernel inherits it: widgets become static figures
-    records = json.loads(STATUS_JSON.read_text()) if STATUS_JSON.exists() else {}
-    failed = []
+    ran, failed = {}, []
     for path in paths:
         name = path.relative_to(ROOT).as_posix()
         print(f"executing {name} ...", flush=True)
         record = execute(path)
         print(f"  {record['result']} in {record['seconds']:.0f} s", flush=True)
-        records[name] = record
+        ran[name] = record
         if record["result"] != "ok":
             failed.append(name)
 
-    records = {name: r for name, r in records.items() if (ROOT / name).exists()}
+    # read the records only now, so that two runs at once (two chapters, two cores) keep both rows
+    records = json.loads(STATUS_JSON.read_text()) if STATUS_JSON.exists() else {}
+    records = {name: r for name, r in {**records, **ran}.items() if (ROOT / name).exists()}
     STATUS_JSON.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(STATUS_JSON, json.dumps(records, indent=2, sort_keys=True) + "\n")
     write_atomically(STATUS_MD, status_markdown(records))
