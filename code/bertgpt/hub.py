@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -50,13 +49,12 @@ from .corpus import Corpus, load_corpus
 from .model import build
 from .pretraining import (
     DEFAULT_TOKENIZER,
-    clm_loss,
     continuation_config,
     continue_pretraining,
-    mlm_nsp_loss,
     prepare,
     pretrain,
     pretraining_data,
+    pretraining_loss,
     summary,
 )
 from .tokenizer import cache_dir
@@ -147,12 +145,8 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     family = cfg.family
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
-        if directory.exists():
-            try:
-                ck = load(directory, family, device or "cpu")
-                return ck if snapshot is None else load(snapshot, family, device or "cpu")
-            except CheckpointError as exc:
-                warnings.warn(f"rebuilding the cached {name}: {exc}", stacklevel=2)
+        if (ck := _cached(directory, family, device, name, snapshot)) is not None:
+            return ck
         with training_threads():
             model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
                                            progress=progress)
@@ -202,11 +196,8 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
     directory = adapted_path(name, corpus, steps, base=base, seed=seed, changes=changes, recipe=recipe)
     family = base_ck.model.family
     with FileLock(directory.with_name(directory.name + ".lock")):
-        if directory.exists():
-            try:
-                return load(directory, family, device or "cpu")
-            except CheckpointError as exc:
-                warnings.warn(f"rebuilding the cached {directory.name}: {exc}", stacklevel=2)
+        if (ck := _cached(directory, family, device, directory.name)) is not None:
+            return ck
         with training_threads():
             start = _validation(base_ck, corpus, tcfg)
             model, tok, history = continue_pretraining(base_ck, corpus, tcfg, reference=base, device=device,
@@ -231,5 +222,17 @@ def adapted_path(name: str, corpus: Corpus, steps: int, *, base: Corpus, seed: i
 def _validation(ck: Checkpoint, corpus: Corpus, tcfg) -> dict:
     """``ck``'s validation figures on ``corpus``, on the batches a continued run validates on."""
     _, val = pretraining_data(corpus, ck.tokenizer, ck.config, tcfg)
-    loss_fn = clm_loss if ck.model.family == "gpt" else functools.partial(mlm_nsp_loss, nsp=tcfg.nsp)
-    return validate(ck.model, loss_fn, val)
+    return validate(ck.model, pretraining_loss(ck.model.family, tcfg), val)
+
+
+def _cached(directory, family: str, device, label: str, snapshot=None) -> Checkpoint | None:
+    """The cache entry in ``directory`` (or its ``snapshot``), or None when there is none or it is
+    damaged (with a warning, naming ``label``, that it will be rebuilt). Call it holding the lock."""
+    if not directory.exists():
+        return None
+    try:
+        ck = load(directory, family, device or "cpu")
+        return ck if snapshot is None else load(snapshot, family, device or "cpu")
+    except CheckpointError as exc:
+        warnings.warn(f"rebuilding the cached {label}: {exc}", stacklevel=3)
+        return None

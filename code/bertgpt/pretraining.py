@@ -368,11 +368,16 @@ def _texts(documents: list[Document]) -> list[str]:
     return [p for d in documents for p in d.paragraphs]
 
 
+def pretraining_loss(family: str, train_cfg: TrainConfig):
+    """The loss a ``family`` model pretrains with: GPT's next token, BERT's MLM (+ NSP if ``nsp``)."""
+    return clm_loss if family == "gpt" else functools.partial(mlm_nsp_loss, nsp=train_cfg.nsp)
+
+
 def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
     """The run :func:`pretrain`, :func:`resume` and :func:`continue_pretraining` share; ``options`` go
     to :func:`~bertgpt.trainer.train`."""
     train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg)
-    loss_fn = clm_loss if model.config.family == "gpt" else functools.partial(mlm_nsp_loss, nsp=train_cfg.nsp)
+    loss_fn = pretraining_loss(model.config.family, train_cfg)
 
     def evaluate(run):
         metrics = validate(model, loss_fn, val_batches)
