@@ -20,6 +20,15 @@ def test_a_checkpoint_round_trips_bit_exactly(tmp_path, wordpiece):
     assert loaded.info["metrics"] == {"val_loss": 1.5}
 
 
+def test_a_rotary_model_round_trips_without_a_position_table(tmp_path, bpe):
+    model = tiny("gpt", vocab_size=bpe.vocab_size, positions="rotary").eval()
+    bertgpt.save(tmp_path / "ck", model, bpe)
+    loaded = bertgpt.load(tmp_path / "ck")
+    assert loaded.model.config.positions == "rotary" and loaded.model.backbone.pos_emb is None
+    idx = torch.randint(8, bpe.vocab_size, (1, 9))
+    assert torch.equal(loaded.model(idx).logits, model(idx).logits)
+
+
 def test_a_checkpoint_of_the_other_family_is_refused_by_name(tmp_path, bpe):
     bertgpt.save(tmp_path / "gpt", tiny("gpt", vocab_size=bpe.vocab_size), bpe)
     with pytest.raises(CheckpointError, match="holds a gpt model, but a bert model is needed"):

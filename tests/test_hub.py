@@ -93,9 +93,9 @@ def test_how_a_run_executes_is_not_part_of_the_cache_key_but_what_it_learns_is(c
 
 def test_fields_added_after_recipe_2_enter_the_key_only_when_changed(corpus):
     before = bertgpt.hub.cache_path("bert-mini", corpus)
-    as_default = dict(mask_split=(0.8, 0.1, 0.1), nsp=True)
+    as_default = dict(mask_split=(0.8, 0.1, 0.1), nsp=True, positions="learned")
     assert bertgpt.hub.cache_path("bert-mini", corpus, changes=as_default) == before
-    for variant in (dict(mask_split=(1.0, 0.0, 0.0)), dict(nsp=False)):
+    for variant in (dict(mask_split=(1.0, 0.0, 0.0)), dict(nsp=False), dict(positions="rotary")):
         assert bertgpt.hub.cache_path("bert-mini", corpus, changes=variant) != before
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import bertgpt
+from bertgpt.finetune import freeze_layers
 from conftest import tiny
 
 
@@ -133,3 +134,48 @@ def test_the_lstm_language_model_is_left_to_right_and_matches_gpt_minis_size():
         lstm(x, cache=bertgpt.KVCache())
     with pytest.raises(ValueError, match="use family 'gpt'"):
         bertgpt.build(lstm_cfg, "bert")
+
+
+def rotary(family):
+    cfg = bertgpt.model_config("tiny", family, dropout=0.0, positions="rotary")
+    torch.manual_seed(0)
+    return bertgpt.build(cfg).eval()
+
+
+def test_rotary_positions_make_attention_scores_depend_on_distance_only():
+    q, k = torch.randn(1, 1, 1, 16), torch.randn(1, 1, 1, 16)
+    rot = bertgpt.model.rotate
+    near = (rot(q, 3) * rot(k, 1)).sum()  # query at 3, key at 1
+    far = (rot(q, 12) * rot(k, 10)).sum()  # the same distance, later
+    assert torch.allclose(near, far, atol=1e-5)
+    assert not torch.allclose(near, (rot(q, 12) * rot(k, 1)).sum(), atol=1e-3)
+    assert torch.allclose(rot(q, 0), q)  # position 0 is not turned
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_a_rotary_model_has_no_position_table_and_still_tells_order_apart(family):
+    model = rotary(family)
+    assert model.backbone.pos_emb is None
+    idx = torch.randint(8, 512, (1, 10))
+    swapped = idx[:, [1, 0, *range(2, 10)]]
+    # without positions a bidirectional model would give the two orders the same last state
+    assert not torch.allclose(model(idx).hidden[0, -1], model(swapped).hidden[0, -1], atol=1e-5)
+    frozen = rotary(family)
+    freeze_layers(frozen, 1)  # no table to freeze is no error
+
+
+def test_kv_cache_gives_the_same_logits_as_the_full_sequence_with_rotary_positions():
+    model = rotary("gpt")
+    idx = torch.randint(8, 512, (1, 12))
+    full = model(idx).logits
+    cache = bertgpt.KVCache()
+    first = model(idx[:, :7], cache=cache).logits
+    steps = [model(idx[:, t : t + 1], cache=cache).logits for t in range(7, 12)]
+    assert torch.allclose(torch.cat([first, *steps], 1), full, atol=1e-5)
+
+
+def test_an_unknown_position_scheme_or_an_odd_head_is_refused():
+    with pytest.raises(ValueError, match="learned' or 'rotary"):
+        bertgpt.model_config("tiny", "gpt", positions="sinusoid")
+    with pytest.raises(ValueError, match="must be even"):
+        bertgpt.model_config("tiny", "gpt", positions="rotary", d_model=30, n_head=2)

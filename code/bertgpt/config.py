@@ -30,6 +30,7 @@ class ModelConfig:
     segments: int = 0        #: segment (A/B) embedding types — 0 for GPT, 2 for BERT
     norm: str = "post"       #: "post" — LayerNorm after each residual add (both 2018 papers); "pre" — GPT-2
     arch: str = "transformer"  #: "transformer"; "lstm" — GPT-1's ablation, an LSTM of d_ff units per layer
+    positions: str = "learned"  #: "learned" — a vector per position (both papers); "rotary" — see model.py
 
     def __post_init__(self):
         if self.d_model % self.n_head:
@@ -38,6 +39,11 @@ class ModelConfig:
             raise ValueError(f"norm must be 'post' or 'pre', not {self.norm!r}")
         if self.arch not in ("transformer", "lstm"):
             raise ValueError(f"arch must be 'transformer' or 'lstm', not {self.arch!r}")
+        if self.positions not in ("learned", "rotary"):
+            raise ValueError(f"positions must be 'learned' or 'rotary', not {self.positions!r}")
+        if self.positions == "rotary" and (self.d_model // self.n_head) % 2:
+            raise ValueError(f"rotary positions turn pairs of coordinates: the head size "
+                             f"d_model/n_head = {self.d_model // self.n_head} must be even")
         for name in ("vocab_size", "context", "n_layer", "n_head", "d_model", "d_ff"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")

@@ -44,7 +44,7 @@ import torch
 from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import FAMILIES, TrainConfig, model_config, replace_fields, train_config
+from .config import FAMILIES, ModelConfig, TrainConfig, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
 from .model import build
 from .pretraining import (
@@ -63,9 +63,9 @@ from .trainer import validate
 RECIPE = 2  # bump when pretraining changes in a way the configs do not show
 # Training fields that say how a run executes, as the device does, not what it learns: not in the key.
 RUN_ONLY = ("precision", "compile")
-# Training fields added after recipe 2: in the key only when a run changes them, so the entries
-# cached before they existed keep their keys.
-KEYED_IF_CHANGED = ("mask_split", "nsp")
+# Fields added after recipe 2: in the key only when a run changes them, so the entries cached before
+# they existed keep their keys.
+KEYED_IF_CHANGED = ("mask_split", "nsp", "positions")
 NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini")
 # GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
 # (1.33M, tied embeddings included), trained on the same batches for about gpt-mini's wall time: on one
@@ -93,10 +93,12 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = 
     """The cache directory of pretrained model ``name`` (with ``changes``, and the ``tokenizer`` kind
     when it is not the family's own) on ``corpus``."""
     cfg, tcfg = pretrained_configs(name, seed, changes)
-    default = TrainConfig()
-    train = {k: v for k, v in dataclasses.asdict(tcfg).items()
-             if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and v == getattr(default, k))}
-    parts = [dataclasses.asdict(cfg), train, corpus.fingerprint, RECIPE]
+
+    def keyed(config, default):
+        return {k: v for k, v in dataclasses.asdict(config).items()
+                if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and v == getattr(default, k))}
+
+    parts = [keyed(cfg, ModelConfig()), keyed(tcfg, TrainConfig()), corpus.fingerprint, RECIPE]
     if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.family]):  # keys made before this option stay
         parts.append(tokenizer)
     blob = json.dumps(parts)

@@ -40,6 +40,10 @@ class KVCache:
     def __len__(self) -> int:
         return self.layers[0][0].size(2) if self.layers else 0
 
+    def seen(self, layer: int) -> int:
+        """Positions already cached for ``layer`` (the first one of this call comes next)."""
+        return self.layers[layer][0].size(2) if layer < len(self.layers) else 0
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         if layer < len(self.layers):
             past_k, past_v = self.layers[layer]
@@ -50,6 +54,18 @@ class KVCache:
         return k, v
 
 
+def rotate(t: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """Rotary positions (Su et al. 2021; in neither 2018 paper): each pair of coordinates of a query
+    or key (B, nh, T, hs) at position ``start + i`` turns by (start + i) times its own frequency, so
+    that a query-key product depends on the two positions only through their distance."""
+    T, hs = t.size(-2), t.size(-1)
+    freq = 10000.0 ** (-torch.arange(0, hs, 2, device=t.device, dtype=torch.float32) / hs)
+    angle = torch.arange(start, start + T, device=t.device, dtype=torch.float32)[:, None] * freq
+    cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)  # (T, hs/2)
+    x, y = t[..., 0::2], t[..., 1::2]
+    return torch.stack((x * cos - y * sin, x * sin + y * cos), dim=-1).flatten(-2)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention; with ``config.causal`` each query reads only keys at or before it."""
 
@@ -57,6 +73,7 @@ class Attention(nn.Module):
         super().__init__()
         self.n_head, self.layer = cfg.n_head, layer
         self.causal = cfg.causal  # the one switch between the two 2018 models
+        self.rotary = cfg.positions == "rotary"
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
@@ -68,6 +85,9 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         shape = (B, T, self.n_head, C // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if self.rotary:
+            start = cache.seen(self.layer) if cache is not None else 0
+            q, k = rotate(q, start), rotate(k, start)
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # (B, nh, S, hs), S = positions so far
         S = k.size(2)
@@ -133,19 +153,22 @@ class Backbone(nn.Module):
         super().__init__()
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.context, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.context, cfg.d_model) if cfg.positions == "learned" else None
         self.seg_emb = nn.Embedding(cfg.segments, cfg.d_model) if cfg.segments else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
     def embed(self, idx, segments=None, start: int = 0):
-        """Token + position (+ segment) embeddings (B, T, d) of ids (B, T) starting at position ``start``."""
+        """Token + position (+ segment) embeddings (B, T, d) of ids (B, T) starting at position ``start``
+        (the position table only with learned positions: rotary ones enter in attention)."""
         T = idx.size(1)
         if start + T > self.config.context:
             raise ValueError(f"a sequence of {start + T} tokens is longer than the model's context of "
                              f"{self.config.context}: truncate it (or build a model with a larger context)")
-        x = self.tok_emb(idx) + self.pos_emb(torch.arange(start, start + T, device=idx.device))
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:  # rotary positions enter in attention instead
+            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))
         if self.seg_emb is not None:
             x = x + self.seg_emb(segments if segments is not None else torch.zeros_like(idx))
         return x
