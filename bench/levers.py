@@ -148,6 +148,7 @@ class Recipe:
     untie: bool = False  # BERT: the MLM decoder gets its own matrix (the paper ties it)
     pos_std: float = 0.02  # init std of the position embeddings (the papers: 0.02)
     unigram_bias: bool = False  # BERT: start the MLM output bias at log unigram frequencies
+    positions: str = "learned"  # "rotary": the package's ModelConfig.positions; "alibi": use_alibi
 
 
 @torch.no_grad()
@@ -160,6 +161,39 @@ def init_sinusoidal(weight: torch.Tensor, std: float = 0.02) -> None:
     weight[:, 0::2] = torch.sin(pos * freq)
     weight[:, 1::2] = torch.cos(pos * freq)
     weight.mul_(std / weight.std())
+
+
+def use_alibi(model) -> None:
+    """Probe of a position scheme neither 2018 paper used, for BERT: the learned table is kept, and
+    each head adds -m_h * |i - j| to its attention scores (Press et al. 2022, made symmetric for a
+    bidirectional model; m_h = 2^-2, 2^-4, ...), so reading one's neighbours is the default from
+    the first update. Bench only: ``bertgpt.model.Attention`` is replaced on this model's instances,
+    by a forward without dropout and without the causal mask. (Rotary positions are in the package:
+    ``ModelConfig.positions``.)
+    """
+    import types
+
+    from bertgpt.model import Attention
+
+    if model.config.causal:
+        raise SystemExit("--positions alibi is written for BERT only (it drops the causal mask)")
+    H = model.config.n_head
+    slopes = torch.tensor([2.0 ** (-2 * (h + 1)) for h in range(H)])
+
+    def forward(self, x, *, mask=None, cache=None, need_weights=False):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+        pos = torch.arange(T)
+        bias = -slopes[:, None, None] * (pos[None, :] - pos[:, None]).abs()  # (nh, T, T)
+        if mask is not None:
+            bias = bias + torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
+        return self.proj(y.transpose(1, 2).reshape(B, T, C)), None
+
+    for m in model.modules():
+        if isinstance(m, Attention):
+            m.forward = types.MethodType(forward, m)
 
 
 DUMP = HERE / "_dump.pt"  # ids and special-token ids, for machines without the corpus (not committed)
@@ -242,13 +276,16 @@ def run(r: Recipe, corpus=None, log=print) -> dict:
     t0, cpu0 = time.perf_counter(), time.process_time()
     tok, batches, val = make_data(r, corpus)
     t_data = time.perf_counter() - t0
-    cfg = model_config("mini", r.family, vocab_size=tok.vocab_size, dropout=r.dropout)
+    rotary = dict(positions="rotary") if r.positions == "rotary" else {}
+    cfg = model_config("mini", r.family, vocab_size=tok.vocab_size, dropout=r.dropout, **rotary)
     torch.manual_seed(r.seed)
     model = build(cfg).train()
     if r.pos_init == "sin":
         init_sinusoidal(model.backbone.pos_emb.weight)
     if r.untie and r.family == "bert":
         model.mlm_decoder.weight = torch.nn.Parameter(model.backbone.tok_emb.weight.detach().clone())
+    if r.positions == "alibi":
+        use_alibi(model)
     if r.pos_std != 0.02:
         with torch.no_grad():
             model.backbone.pos_emb.weight.normal_(0, r.pos_std)
@@ -498,6 +535,7 @@ def _recipe_from(args) -> Recipe:
         "beta2",
         "nsp_coef",
         "pos_std",
+        "positions",
     ):
         v = getattr(args, k)
         if v is not None:
@@ -721,6 +759,7 @@ def main(argv=None):
         ("beta2", float),
         ("nsp_coef", float),
         ("pos_std", float),
+        ("positions", str),
     ):
         t.add_argument("--" + k.replace("_", "-"), dest=k, type=typ, default=None)
     t.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None)

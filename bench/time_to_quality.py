@@ -2,6 +2,7 @@
 
     python bench/time_to_quality.py              # side by side, one thread each (as CI trains them)
     python bench/time_to_quality.py --mode seq   # one after the other, every core each
+    python bench/time_to_quality.py --set bert-mini:positions=rotary   # a variant (FIELD=VALUE)
 
 Each model is trained by `bertgpt.pretrained()` in a process of its own, into a fresh cache, so the
 wall time includes loading the corpus and training the tokenizer. From each run's validation history
@@ -13,6 +14,7 @@ of the run against this machine's matmul peak, timed in the same run. It prints 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,11 +26,13 @@ import torch
 
 import bertgpt
 from bertgpt.cli import flops_per_token, peak_tflops
+from bertgpt.config import apply_overrides
 from bertgpt.trainer import resolve_precision
 
 TARGETS = {"gpt-mini": {"loss": ("<=", 4.85)},
            "bert-mini": {"mlm_accuracy": (">=", 0.20), "nsp_accuracy": (">=", 0.80)}}
-TRAIN = "import bertgpt, sys\nbertgpt.pretrained(sys.argv[1], progress=False)"
+TRAIN = ("import bertgpt, json, sys\n"
+         "bertgpt.pretrained(sys.argv[1], progress=False, changes=json.loads(sys.argv[2]))")
 
 
 def met(metrics: dict, target: dict) -> bool:
@@ -45,7 +49,18 @@ def tokens_by(step: int, tcfg, cfg) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("par", "seq"), default="par")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME:FIELD=VALUE",
+                        help="train a variant of one mini, as `pretrain --set` does; repeatable")
     args = parser.parse_args()
+    changes = {name: {} for name in TARGETS}
+    for item in args.set:
+        name, _, assignment = item.partition(":")
+        if name not in TARGETS or "=" not in assignment:
+            raise SystemExit(f"--set {item!r}: write NAME:FIELD=VALUE with NAME one of {', '.join(TARGETS)}")
+        cfgs = bertgpt.hub.pretrained_configs(name)
+        new = apply_overrides([assignment], *cfgs)
+        changes[name].update({k: v for old, cfg in zip(cfgs, new) for k, v in dataclasses.asdict(cfg).items()
+                              if getattr(old, k) != v})
     cache = tempfile.mkdtemp(prefix="bertgpt-ttq-")
     env = {**os.environ, "BERTGPT_CACHE": cache, "BERTGPT_QUIET": "1"}
     if args.mode == "par":
@@ -53,7 +68,8 @@ def main() -> None:
     tic, seconds = time.perf_counter(), {}
     runs = {}
     for name in TARGETS:
-        runs[name] = (subprocess.Popen([sys.executable, "-c", TRAIN, name], env=env), time.perf_counter())
+        command = [sys.executable, "-c", TRAIN, name, json.dumps(changes[name])]
+        runs[name] = (subprocess.Popen(command, env=env), time.perf_counter())
         if args.mode == "seq":
             runs[name][0].wait()
             seconds[name] = round(time.perf_counter() - runs[name][1], 1)
@@ -66,10 +82,11 @@ def main() -> None:
     os.environ["BERTGPT_CACHE"] = cache
     device = torch.device("cpu")
     peak, source = peak_tflops(device, resolve_precision(device))
-    report = dict(mode=args.mode, total_seconds=total, cpu_peak_tflops=round(peak, 3), peak_source=source)
+    report = dict(mode=args.mode, changes=changes, total_seconds=total, cpu_peak_tflops=round(peak, 3),
+                  peak_source=source)
     for name, target in TARGETS.items():
-        ck = bertgpt.pretrained(name)  # loads what the process above wrote
-        _, tcfg = bertgpt.hub.pretrained_configs(name)
+        ck = bertgpt.pretrained(name, changes=changes[name])  # loads what the process above wrote
+        _, tcfg = bertgpt.hub.pretrained_configs(name, changes=changes[name])
         cfg = ck.config
         history, metrics = ck.info["history"], ck.info["metrics"]
         reached = next((e for e in history["val"] if met(e, target)), None)

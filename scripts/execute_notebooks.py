@@ -125,6 +125,17 @@ def status_markdown(records: dict[str, dict]) -> str:
     else:
         lines.append("No chapter has been executed yet.")
     lines += ["", "<!-- run-times:end -->", ""]
+    lines += [  # the benchmark's own figures, kept in one place: bench/README.md
+        "## Pretraining the minis",
+        "",
+        "The time-to-quality benchmark (`bench/time_to_quality.py`), as `bench/README.md` last records it:",
+        "",
+        "```{include} ../bench/README.md",
+        ":start-after: <!-- time-to-quality:start -->",
+        ":end-before: <!-- time-to-quality:end -->",
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 
