@@ -276,8 +276,10 @@ def run(r: Recipe, corpus=None, log=print) -> dict:
     t0, cpu0 = time.perf_counter(), time.process_time()
     tok, batches, val = make_data(r, corpus)
     t_data = time.perf_counter() - t0
-    rotary = dict(positions="rotary") if r.positions == "rotary" else {}
-    cfg = model_config("mini", r.family, vocab_size=tok.vocab_size, dropout=r.dropout, **rotary)
+    if r.positions not in ("learned", "rotary", "alibi"):
+        raise SystemExit(f"--positions must be learned, rotary or alibi, not {r.positions!r}")
+    positions = "rotary" if r.positions == "rotary" else "learned"  # alibi: a patch on the learned table
+    cfg = model_config("mini", r.family, vocab_size=tok.vocab_size, dropout=r.dropout, positions=positions)
     torch.manual_seed(r.seed)
     model = build(cfg).train()
     if r.pos_init == "sin":
