@@ -13,6 +13,7 @@ def _private_cache(tmp_path_factory, monkeypatch):
     """Tests never read or write the user's cache of tokenizers and pretrained models."""
     monkeypatch.setenv("BERTGPT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
     monkeypatch.setenv("BERTGPT_QUIET", "1")
+    monkeypatch.setenv("BERTGPT_THREADS", "1")  # pretrained() trains on one thread too, as set above
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,10 @@ PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a lea
 KERNEL = "bertgpt-colab"
 LIMIT = int(os.environ.get("BERTGPT_NOTEBOOK_LIMIT", "1500"))
 ENVIRON = dict(os.environ)  # as the session started, before conftest points BERTGPT_CACHE elsewhere
-MINIS = ("gpt-mini", "lstm-mini", "bert-mini")  # one worker trains the first two, the other the last
+# What each of two workers trains before its first chapter: bert-mini takes about as long as the
+# other two together. Only chapter 3 reads lstm-mini, and a chapter that needs a model the other
+# worker is still training waits for it under the cache entry's lock.
+SHARES = (("bert-mini",), ("gpt-mini", "lstm-mini"))
 
 pytestmark = pytest.mark.notebook
 
@@ -81,13 +84,16 @@ def colab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def minis(worker_id):
-    """The shared pretrained minis, in the model cache before any chapter starts.
+    """This worker's share of the shared pretrained minis, in the model cache before its chapters.
 
-    Each worker asks for them in its own order, so two workers train side by side, one thread each
-    (``BERTGPT_THREADS``): one gpt-mini then lstm-mini, the other bert-mini, which takes about as
-    long; then each loads what the other wrote.
+    Two workers train side by side, one thread each (``BERTGPT_THREADS``): one bert-mini, the other
+    gpt-mini then lstm-mini. Each starts its chapters when its own share is cached instead of
+    waiting for the other's; a single process (no xdist) trains all three.
     """
-    names = MINIS if worker_id == "master" or int(worker_id[2:]) % 2 == 0 else MINIS[::-1]
+    if worker_id == "master":
+        names = [name for share in SHARES for name in share]
+    else:
+        names = SHARES[int(worker_id[2:]) % 2]
     script = "import bertgpt, sys\nfor name in sys.argv[1:]:\n    bertgpt.pretrained(name)"
     subprocess.run([sys.executable, "-c", script, *names], check=True,
                    env={**ENVIRON, "BERTGPT_THREADS": "1"})
@@ -111,8 +117,9 @@ def test_chapter_runs_whole_as_in_colab(chapter, colab, minis, tmp_path):
     (folder / chapter.name).write_text(json.dumps(notebook), encoding="utf-8")
 
     env = {k: v for k, v in ENVIRON.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # two chapters at once share two cores: each, and each model it pretrains, on one thread
     env.update(JUPYTER_PATH=str(colab["venv"] / "share" / "jupyter"), PYTHONNOUSERSITE="1",
-               BERTGPT_QUIET="1", OMP_NUM_THREADS="1")  # two chapters at once share two cores
+               BERTGPT_QUIET="1", OMP_NUM_THREADS="1", BERTGPT_THREADS="1")
     torch_before = _torch_stamp(colab["venv"])
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                "--nbval-kernel-name", KERNEL, f"--nbval-cell-timeout={LIMIT}", chapter.name]
