@@ -36,9 +36,14 @@ def machine() -> str:
     """A short description of where the notebooks ran, for the status table."""
     import torch
 
+    from bertgpt.trainer import resolve_precision
+
     accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    # the CPU's vector units and the number format they train in decide most of a chapter's time
+    vectors = torch.backends.cpu.get_cpu_capability()
     return (
-        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, {accelerator}; "
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores ({vectors}, trains in "
+        f"{resolve_precision('cpu')}), {accelerator}; "
         f"Python {platform.python_version()}, torch {torch.__version__}"
     )
 
