@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -58,9 +59,7 @@ def source(name: str) -> Path | None:
 PAGES = [name for name in toc_files() if source(name)]
 
 
-@pytest.fixture(scope="session")
-def site() -> Path:
-    """Build the book from scratch with warnings as errors; fail on any warning."""
+def _build_book() -> tuple[int, str]:
     jupyter_book = shutil.which("jupyter-book") or str(Path(sys.executable).parent / "jupyter-book")
     build = subprocess.run(
         [jupyter_book, "build", ".", "--warningiserror", "--keep-going", "--all"],
@@ -68,8 +67,28 @@ def site() -> Path:
         capture_output=True,
         text=True,
     )
-    log = build.stdout + build.stderr
-    assert build.returncode == 0, log[-5000:]
+    return build.returncode, build.stdout + build.stderr
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory, worker_id) -> Path:
+    """Build the book from scratch with warnings as errors; fail on any warning.
+
+    Under pytest-xdist each worker asks for the site. Two builds into one _build/ at once break each
+    other, so the first worker builds under a lock and the others read its exit status and log.
+    """
+    if worker_id == "master":
+        status, log = _build_book()
+    else:
+        shared = tmp_path_factory.getbasetemp().parent  # this run's folder, common to its workers
+        result = shared / "site-build.log"
+        with FileLock(shared / "site-build.lock"):
+            if not result.exists():
+                status, log = _build_book()
+                result.write_text(f"{status}\n{log}", encoding="utf-8")
+        first, log = result.read_text(encoding="utf-8").split("\n", 1)
+        status = int(first)
+    assert status == 0, log[-5000:]
     assert "WARNING" not in log, log[-5000:]
     return HTML
 
