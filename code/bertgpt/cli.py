@@ -10,6 +10,12 @@
     python -m bertgpt finetune --checkpoint gpt-mini --task era --examples 300 --set epochs=4 --out runs/gpt
     python -m bertgpt finetune --checkpoint bert-mini --task era --examples 300 --from-scratch --out runs/b0
     python -m bertgpt probe --checkpoint bert-mini --task era
+    python -m bertgpt pretrain --recipe bert-mini --out runs/bert-mini   # retrain a course model
+    python -m bertgpt card bert-mini                                     # its recipe, provenance, figures
+    python -m bertgpt evaluate --checkpoint bert-mini                    # held-out figures, as JSON
+
+A course model's name (gpt-mini, bert-mini) given to ``--checkpoint`` means the weights that ship
+with the package (:data:`bertgpt.hub.COURSE`); lstm-mini is trained on first use and cached.
 
 Several processes (DistributedDataParallel; each process trains on its own share of the batches,
 only rank 0 writes and prints; ``--resume`` works the same way)::
@@ -49,7 +55,8 @@ from .config import (
 from .corpus import CORPORA, load_corpus
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
-from .hub import NAMES, pretrained, untrained
+from .heldout import heldout_metrics
+from .hub import COURSE, NAMES, card, family_of, pretrained, pretrained_configs, untrained
 from .inputs import IGNORE
 from .model import build, count_parameters
 from .pretraining import (
@@ -86,11 +93,11 @@ def _checkpoint(args, family: str | None = None, from_scratch: bool = False, nam
     :func:`~bertgpt.hub.untrained`, which never pretrains.
     """
     name, device = str(name or args.checkpoint), getattr(args, "device", None) or "cpu"
-    if name in NAMES and family is not None and not name.startswith(family + "-"):
-        raise CheckpointError(f"{name!r} is a {name.partition('-')[0]} model, but a {family} model is "
+    if name in NAMES and family is not None and family_of(name) != family:
+        raise CheckpointError(f"{name!r} is a {family_of(name)} model, but a {family} model is "
                               f"needed here: give a {family} checkpoint, e.g. {family}-mini")
     if name in NAMES:
-        ck = untrained(name) if from_scratch else pretrained(name, device=device)
+        ck = untrained(name) if from_scratch else pretrained(name, device=device, course=name in COURSE)
         return dataclasses.replace(ck, model=ck.model.to(device))
     return load(name, family=family, device=device)
 
@@ -101,6 +108,11 @@ MODEL_FIELDS = ({f.name for f in dataclasses.fields(ModelConfig)}
 
 
 def _configs(args):
+    if getattr(args, "recipe", None):
+        if args.model or args.preset or args.set or args.steps is not None:
+            raise ValueError("--recipe fixes the model and its training: give it without --model, "
+                             "--preset, --steps or --set")
+        return pretrained_configs(args.recipe, seed=args.seed, course=True)
     if not args.model:
         raise ValueError(f"{args.command} needs --model gpt or --model bert")
     preset = args.preset or "mini"
@@ -334,6 +346,36 @@ def cmd_probe(args) -> dict:
                  seed=args.seed)
 
 
+def cmd_card(args) -> dict:
+    """Print a course model's card; return what identifies it."""
+    info = card(args.name)
+    print(render_card(info))
+    return dict(name=info["name"], weights_sha256=info["provenance"]["weights_sha256"])
+
+
+def render_card(info: dict) -> str:
+    """A model card as text: what it is, how it was trained, what it scores, how to retrain it."""
+    lines = [f"# {info['name']}: {info['summary']}", ""]
+    lines += [f"- {key}: {value}" for key, value in info["provenance"].items()]
+    lines += ["", "Held-out figures (test addresses, never seen in pretraining):"]
+    lines += [f"- {key}: {value}" for key, value in info["metrics"].items()]
+    lines += ["", f"Departures from the paper: {info['departures']}"]
+    for part in ("model", "train"):  # dropout is in both: the model's, and the rate while pretraining
+        lines += ["", f"Recipe, {part}:"]
+        lines += [f"- {key}: {value}" for key, value in info["recipe"][part].items()]
+    curve = info["loss_curve"]
+    marks = [curve[min(len(curve) - 1, round(i * (len(curve) - 1) / 8))] for i in range(9)]
+    lines += ["", "Training loss (update: loss): " + ", ".join(f"{s}: {loss:.3f}" for s, loss in marks)]
+    lines += ["", f"Retrain: {info['retrain']}"]
+    return "\n".join(lines)
+
+
+def cmd_evaluate(args) -> dict:
+    """Held-out figures of a checkpoint on the test addresses (bertgpt.heldout)."""
+    ck = _checkpoint(args)
+    return dict(checkpoint=str(args.checkpoint), family=ck.model.family, **heldout_metrics(ck))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bertgpt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -341,6 +383,8 @@ def _parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--out", help="checkpoint directory to write (saved at every evaluation, to resume)")
     p.add_argument("--resume", metavar="DIR", help="continue the interrupted run saved in DIR")
+    p.add_argument("--recipe", choices=tuple(COURSE),
+                   help="the exact recipe of a shipped course model (its card says how long it takes)")
     p.add_argument("--init", metavar="NAME_OR_DIR",
                    help=f"start from this pretrained model ({', '.join(NAMES)}, or a checkpoint directory) "
                    "and keep training it on --corpus, with its tokenizer (default: 300 steps)")
@@ -390,6 +434,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="cuda, mps or cpu (default: the CPU)")
     p.set_defaults(run=cmd_probe)
+    p = sub.add_parser("card", help="print the model card of a shipped course model")
+    p.add_argument("name", choices=tuple(COURSE))
+    p.set_defaults(run=cmd_card)
+    p = sub.add_parser("evaluate", help="held-out figures of a GPT or BERT on the test addresses, as JSON")
+    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
+    p.add_argument("--device", help="cuda, mps or cpu (default: the CPU)")
+    p.set_defaults(run=cmd_evaluate)
     return parser
 
 

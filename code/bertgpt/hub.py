@@ -1,4 +1,10 @@
-"""Pretrained models shared by the chapters: trained once, then loaded from a cache.
+"""Pretrained models shared by the chapters: shipped with the package, or trained once and cached.
+
+The course models, ``pretrained("gpt-mini", course=True)`` and ``pretrained("bert-mini",
+course=True)``, are pretrained at a real budget by this package's own code and ship inside it
+(``bertgpt/models/NAME``, with a model card: ``bertgpt card NAME``); they load in seconds, offline,
+hash-checked, and ``python -m bertgpt pretrain --recipe NAME`` retrains one from scratch. What
+follows is the route of every other model: the minis' short recipes, their variants and snapshots.
 
 ``pretrained("gpt-mini")`` pretrains the ``mini`` GPT on the corpus the first time (about four
 minutes on two CPU cores, with a progress bar) and saves it under ``$BERTGPT_CACHE/models``
@@ -40,6 +46,7 @@ import json
 import os
 import time
 import warnings
+from pathlib import Path
 
 import torch
 from filelock import FileLock
@@ -74,26 +81,71 @@ NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini"
 # gpt-mini's 850, with snapshots at the same fractions of the run.
 LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
             train=dict(steps=1300, snapshots=(15, 40, 75, 150, 300, 610)))
+# The course models: the minis' shapes, pretrained once at a budget where both objectives have learned
+# what the chapters show, and shipped inside the package (SHIPPED / name: a checkpoint directory and
+# its card.json). Measured on short runs first (bench/README.md, "The course models"): bert-mini keeps
+# learned positions on a plateau for thousands of updates, so it turns its queries and keys by their
+# position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
+# both papers, named in its card. The snapshots are not shipped: asked for, they are retrained as the
+# recipe's first updates (`pretrained(name, step=...)`).
+COURSE = {
+    "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
+                                          snapshots=(10, 25, 50, 100, 200, 400, 800))),
+    "bert-mini": dict(model=dict(positions="rotary"),
+                      train=dict(steps=16000, eval_every=1000, short_fraction=0.0,
+                                 snapshots=(50, 100, 200, 400, 800, 1600))),
+}
+SHIPPED = Path(__file__).parent / "models"
 
 
-def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None):
-    """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``."""
+def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, course: bool = False):
+    """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``;
+    with ``course``, of the course model's recipe (:data:`COURSE`)."""
     if name not in NAMES:
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
+    if course and name not in COURSE:
+        raise ValueError(f"{name!r} is not a course model; the course models are {', '.join(COURSE)}")
     family, _, preset = name.partition("-")
     if family == "lstm":  # a left-to-right language model: GPT's objective and recipe, another architecture
         model, train = model_config(preset, "gpt", **LSTM["model"]), train_config(preset, "gpt", seed=seed)
         configs = model, dataclasses.replace(train, **LSTM["train"])
     else:
         configs = model_config(preset, family), train_config(preset, family, seed=seed)
+    if course:
+        recipe = COURSE[name]
+        configs = dataclasses.replace(configs[0], **recipe["model"]), dataclasses.replace(configs[1],
+                                                                                          **recipe["train"])
     return replace_fields(changes or {}, *configs)
 
 
+def family_of(name: str) -> str:
+    """The family ("gpt" or "bert") of pretrained model ``name``: lstm-mini is a GPT-family language model."""
+    return pretrained_configs(name)[0].family
+
+
+def card(name: str) -> dict:
+    """The model card of course model ``name``: recipe, corpus, provenance, held-out metrics, loss curve."""
+    path = SHIPPED / name / "card.json"
+    if name not in COURSE or not path.is_file():
+        shipped = sorted(p.parent.name for p in SHIPPED.glob("*/card.json"))
+        raise ValueError(f"no model card for {name!r}; the shipped course models are "
+                         f"{', '.join(shipped) or 'none yet'}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _shipped(name: str, directory) -> Path | None:
+    """The package's copy of cache entry ``directory`` of ``name``, when one ships with the same key."""
+    try:
+        return SHIPPED / name if card(name).get("entry") == directory.name else None
+    except ValueError:
+        return None
+
+
 def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None,
-               tokenizer: str | None = None):
+               tokenizer: str | None = None, course: bool = False):
     """The cache directory of pretrained model ``name`` (with ``changes``, and the ``tokenizer`` kind
-    when it is not the family's own) on ``corpus``."""
-    cfg, tcfg = pretrained_configs(name, seed, changes)
+    when it is not the family's own; of its course recipe with ``course``) on ``corpus``."""
+    cfg, tcfg = pretrained_configs(name, seed, changes, course)
 
     def keyed(config, default):
         return {k: v for k, v in dataclasses.asdict(config).items()
@@ -155,40 +207,56 @@ def training_threads():
 
 def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=None,
                progress: bool = True, *, changes: dict | None = None, step: int | None = None,
-               tokenizer: str | None = None) -> Checkpoint:
+               tokenizer: str | None = None, course: bool = False) -> Checkpoint:
     """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), from the cache or trained now.
 
     ``changes`` (field -> value) makes a variant: its own recipe, its own cache entry. ``step`` asks
     for the weights after that many updates, one of the recipe's ``snapshots``. ``tokenizer``
     ("bpe", "wordpiece" or "char") replaces the family's own kind (GPT "bpe", BERT "wordpiece").
+    ``course=True`` asks for the course model of that name (:data:`COURSE`): the shipped weights,
+    loaded from the package in seconds when nothing else is changed; its snapshots, and any variant
+    of its recipe, are trained on first use and cached like every other entry.
 
     Returns a :class:`~bertgpt.checkpoint.Checkpoint`: ``.model`` (in eval mode), ``.tokenizer``
     and ``.info`` (configs, metrics and the training history; a snapshot's ``info["step"]`` says which).
     """
     corpus = _corpus(corpus)
-    cfg, tcfg = pretrained_configs(name, seed, changes)
+    cfg, tcfg = pretrained_configs(name, seed, changes, course)
     if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
         raise ValueError(f"{name} keeps its weights after updates {', '.join(map(str, tcfg.snapshots))} "
                          f"and {tcfg.steps} (the end), not {step}: ask for one of those")
-    directory = cache_path(name, corpus, seed, changes, tokenizer)
+    directory = cache_path(name, corpus, seed, changes, tokenizer, course)
     snapshot = None if step in (None, tcfg.steps) else snapshot_path(directory, step)
-    family = cfg.family
+    shipped = _shipped(name, directory) if course else None
+    if shipped is not None and snapshot is None:
+        return load(shipped, cfg.family, device or "cpu")  # hash-checked, as every checkpoint
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
-        if (ck := _cached(directory, family, device, name, snapshot)) is not None:
+        if shipped is not None:  # a snapshot of a shipped model: the recipe's first updates, kept
+            if not snapshot.exists():
+                _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes,
+                             until=max(tcfg.snapshots))
+            return load(snapshot, cfg.family, device or "cpu")
+        if (ck := _cached(directory, cfg.family, device, name, snapshot)) is not None:
             return ck
-        with training_threads():
-            model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
-                                           progress=progress)
-        info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {},
-                    tokenizer_kind=tok.kind)
-        for s, weights in history.snapshots.items():  # the snapshots first, then the entry vouching for them
-            snap = build(model.config)
-            snap.load_state_dict(weights)
-            save(snapshot_path(directory, s), snap, tok, step=s, **info)
+        _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes)
+    return load(directory if snapshot is None else snapshot, cfg.family, device or "cpu")
+
+
+def _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes, until=None):
+    """Pretrain ``name`` and write its snapshots, then (unless stopped at ``until``) the entry."""
+    with training_threads():
+        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
+                                       progress=progress, until=until)
+    info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {},
+                tokenizer_kind=tok.kind)
+    for s, weights in history.snapshots.items():  # the snapshots first, then the entry vouching for them
+        snap = build(model.config)
+        snap.load_state_dict(weights)
+        save(snapshot_path(directory, s), snap, tok, step=s, **info)
+    if until is None:
         save(directory, model.cpu(), tok, step=tcfg.steps, **info, metrics=summary(model, history),
              history=dict(train=history.train, val=history.val, tokens=history.tokens))
-    return load(directory if snapshot is None else snapshot, family, device or "cpu")
 
 
 def snapshot_path(directory, step: int):

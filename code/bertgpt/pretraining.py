@@ -265,17 +265,18 @@ def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None):
 
 
 def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, *, tokenizer: str | None = None,
-             device=None, progress: bool = True, out=None):
+             device=None, progress: bool = True, out=None, until: int | None = None):
     """Train a tokenizer (cached) and a model of ``cfg`` on ``corpus``.
 
     Returns ``(model, tokenizer, history)``; the model's vocabulary is the tokenizer's real size.
     With ``out`` (a directory), a checkpoint with the training state is saved there at every
-    evaluation; :func:`resume` continues from it.
+    evaluation; :func:`resume` continues from it. ``until`` stops after that many of the recipe's
+    updates (:func:`bertgpt.trainer.train`).
     """
     tok, cfg = prepare(corpus, cfg, tokenizer)
     torch.manual_seed(train_cfg.seed)
     model = build(cfg).to(device or default_device())
-    return model, tok, _train(model, tok, corpus, train_cfg, dict(progress=progress), out)
+    return model, tok, _train(model, tok, corpus, train_cfg, dict(progress=progress, until=until), out)
 
 
 def resume(directory, corpus: Corpus, *, device=None, progress: bool = True):
@@ -395,7 +396,8 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
     label = f"pretrain {model.family} ({count_parameters(model):,} params)"
     with dropout_rate(model, train_cfg.dropout):  # the saved model keeps its own rate for fine-tuning
         return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate,
-                     progress=label if options["progress"] else False, resume=options.get("resume"))
+                     progress=label if options["progress"] else False, resume=options.get("resume"),
+                     until=options.get("until"))
 
 
 def lm_training_speed(cfg: ModelConfig, stream: torch.Tensor, steps: int = 6, batch_size: int = 16,

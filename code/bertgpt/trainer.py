@@ -327,7 +327,7 @@ def optimizer_for(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW
 
 
 def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress: bool | str = True,
-          resume: dict | None = None) -> History:
+          resume: dict | None = None, until: int | None = None) -> History:
     """Train ``model`` in place, on its device, for ``cfg.steps`` updates; return the :class:`History`.
 
     AdamW (:func:`optimizer_for`), warm-up then cosine/linear decay, gradient clipping, gradient
@@ -337,6 +337,8 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
     docstring). ``progress`` shows a bar with the time left (a string labels it). ``resume`` is a
     ``run.state_dict()`` saved by an earlier run of the same configuration: training continues from
     its step, skipping the batches it consumed, and reaches the weights the uninterrupted run would have.
+    ``until`` stops after that many updates, evaluating there, with the schedule of all ``cfg.steps``:
+    the first updates of the run, exactly (a model card's recipe is checked this way).
 
     Under torchrun (a process group of N), process r takes batches r, r + N, r + 2N, ... of
     ``batches`` (every process builds the same seeded stream), and DDP averages the gradients, so an
@@ -371,7 +373,8 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
                disable=quiet, mininterval=1.0, leave=False)
     autocast, scaler = precision(device, cfg.precision), run.scaler
     running, logged, start, eval_seconds = 0.0, 0, time.perf_counter(), 0.0
-    while run.step < cfg.steps and not run.stop:
+    last = min(until or cfg.steps, cfg.steps)
+    while run.step < last and not run.stop:
         for i in range(cfg.accumulate):
             batch = to_device(next(batches), device)
             run.history.tokens += _count_tokens(batch) * size
@@ -391,9 +394,9 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
         optimizer.zero_grad(set_to_none=True)
         run.step += 1
         logged += 1
-        evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == cfg.steps
+        evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == last
                                                or run.step in cfg.snapshots)
-        if run.step % 10 == 0 or run.step == cfg.steps or evaluating:
+        if run.step % 10 == 0 or run.step == last or evaluating:
             if size > 1:  # the loss of all processes' batches, not only rank 0's
                 running = torch.as_tensor(running, dtype=torch.float32, device=device)
                 dist.all_reduce(running)
