@@ -1,0 +1,111 @@
+"""Put a finished pretraining run into the package as a course model, with its model card.
+
+    python scripts/ship_course_model.py bert-mini runs/bert-mini --log runs/bert.log
+
+RUN is what ``python -m bertgpt pretrain --recipe NAME --out RUN`` wrote (or a run whose
+configuration differs from the recipe only in fields that change no weight: when to evaluate and
+which snapshots to keep, the number format, compilation). The script refuses any other difference,
+scores the run on the test addresses (``bertgpt.heldout``), and writes ``code/bertgpt/models/NAME``:
+the checkpoint (weights hash-checked on every load) and ``card.json``, which ``bertgpt card NAME``
+prints. Run it from the commit whose ``hub.COURSE`` holds the recipe: the card records that commit.
+"""
+
+import argparse
+import dataclasses
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from bertgpt import hub
+from bertgpt.checkpoint import load, save
+from bertgpt.cli import pretraining_compute
+from bertgpt.config import TrainConfig
+from bertgpt.corpus import load_corpus
+from bertgpt.heldout import heldout_metrics
+from bertgpt.trainer import resolve_precision
+
+# Training fields that say when to look at a run or how to execute it, not what it learns.
+NO_WEIGHT = ("snapshots", "eval_every", "eval_batches", "precision", "compile")
+SUMMARY = {"gpt-mini": "GPT-1's objective and architecture at 1.3M parameters, pretrained on the addresses",
+           "bert-mini": "BERT's objectives (MLM + NSP) at 1.4M parameters, pretrained on the addresses"}
+DEPARTURES = {
+    "gpt-mini": "sizes (4 layers, d_model 128, context 128, a 4,096-token BPE), pre-LN blocks, no dropout "
+                "while pretraining, bf16 autocast; otherwise GPT-1's (learned positions, tied output).",
+    "bert-mini": "rotary positions instead of a learned table (with the table, the same budget stays on "
+                 "the plateau of not reading its neighbours: bench/README.md); 40% of positions "
+                 "chosen for prediction in training, not 15% (scored at 15%); every update at length "
+                 "128; the sizes and pre-LN blocks of gpt-mini; no dropout while pretraining.",
+}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", choices=tuple(hub.COURSE))
+    parser.add_argument("run", help="the finished run's checkpoint directory")
+    parser.add_argument("--command", required=True, help="the command that trained the run, for the card")
+    parser.add_argument("--wall", type=float, required=True, help="the run's wall time in seconds")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads the run trained on")
+    args = parser.parse_args(argv)
+
+    corpus = load_corpus("sotu")
+    ck = load(args.run, device="cpu")
+    if (Path(args.run) / "training.pt").exists():
+        sys.exit(f"{args.run} is unfinished (it holds training.pt): resume it to the end first")
+    cfg, tcfg = hub.pretrained_configs(args.name, course=True)
+    cfg = dataclasses.replace(cfg, vocab_size=ck.config.vocab_size)  # the tokenizer's real size
+    run = TrainConfig(**ck.info["train"])
+    differ = {f.name for f in dataclasses.fields(TrainConfig)
+              if getattr(run, f.name) != getattr(tcfg, f.name)}
+    if ck.config != cfg or differ - set(NO_WEIGHT) or ck.info.get("corpus_fingerprint") != corpus.fingerprint:
+        sys.exit(f"{args.run} is not the recipe of {args.name}: model {ck.config} against {cfg}; "
+                 f"training fields that differ: {sorted(differ)}")
+
+    metrics = heldout_metrics(ck, corpus)
+    history = ck.info["history"]
+    out = hub.SHIPPED / args.name
+    info = dict(name=args.name, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,
+                train=dataclasses.asdict(tcfg), changes={}, tokenizer_kind=ck.tokenizer.kind, step=tcfg.steps,
+                metrics={**ck.info["metrics"], **metrics},
+                history=dict(train=history["train"], val=history["val"],
+                             tokens=pretraining_compute(cfg, dataclasses.asdict(tcfg))["tokens"]))
+    save(out, ck.model, ck.tokenizer, **info)
+    shipped = load(out, device="cpu")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+    card = dict(
+        name=args.name, summary=SUMMARY[args.name],
+        entry=hub.cache_path(args.name, corpus, course=True).name,
+        provenance=dict(
+            weights_sha256=shipped.info["weights_sha256"], corpus=f"{corpus.name} ({len(corpus.documents)} "
+            f"documents, fingerprint {corpus.fingerprint})", commit=commit.strip(),
+            command=args.command, machine=f"{cpu_name()}, {args.threads} thread(s)", device="cpu",
+            precision=resolve_precision(torch.device("cpu"), run.precision), torch=torch.__version__,
+            wall_seconds=round(args.wall), training_seconds=ck.info["metrics"]["seconds"],
+            updates=tcfg.steps, tokens=info["history"]["tokens"]),
+        metrics=dict(**metrics, val_loss=round(ck.info["metrics"]["val_loss"], 4)),
+        departures=DEPARTURES[args.name],
+        recipe=dict(model=dataclasses.asdict(cfg), train=dataclasses.asdict(tcfg)),
+        run_differs_in={k: getattr(run, k) for k in sorted(differ)},
+        retrain=f"python -m bertgpt pretrain --recipe {args.name} --out runs/{args.name} "
+                f"(resumable: --resume runs/{args.name}); it took {round(args.wall / 60)} minutes here",
+        loss_curve=[[h["step"], round(h["loss"], 4)] for h in history["train"]],
+        val_curve=[{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()}
+                   for h in history["val"]],
+    )
+    (out / "card.json").write_text(json.dumps(card, indent=1), encoding="utf-8")
+    print(json.dumps(dict(name=args.name, **metrics)))
+
+
+if __name__ == "__main__":
+    main()
