@@ -19,6 +19,7 @@ import json
 import torch
 
 import bertgpt
+from bertgpt.evaluate import masked_rows
 from bertgpt.generate import encode_masked
 from bertgpt.heldout import SEED, content_cloze_items, heldout_metrics
 from bertgpt.pretraining import VAL_MASK_RATE, token_stream
@@ -70,29 +71,13 @@ class Neighbours:
         return score
 
 
-def masked_rows(tok, texts, limit: int):
-    """The rows and masked positions of ``bertgpt.masked_token_accuracy`` at 15% (same seed and order)."""
-    g = torch.Generator().manual_seed(SEED)
-    for ids in tok.encode_batch(texts):
-        ids = ids[:limit]
-        if not ids:
-            continue
-        k = max(1, round(VAL_MASK_RATE * len(ids)))
-        chosen = (torch.randperm(len(ids), generator=g)[:k] + 1).sort().values.tolist()
-        row = [tok.cls_id, *ids, tok.sep_id]
-        truth = [row[c] for c in chosen]
-        for c in chosen:
-            row[c] = tok.mask_id
-        yield row, chosen, truth
-
-
 def bert_row(corpus) -> dict:
     ck = bertgpt.pretrained("bert-mini", corpus=corpus, course=True)
     tok = ck.tokenizer
     table = Neighbours(tok, corpus)
     paragraphs = [p for d in corpus.test for p in d.paragraphs]
     hits = n = 0
-    for row, chosen, truth in masked_rows(tok, paragraphs, ck.config.context - 2):
+    for row, chosen, truth in masked_rows(tok, paragraphs, VAL_MASK_RATE, SEED, ck.config.context - 2):
         for c, t in zip(chosen, truth):
             hits, n = hits + int(table.scores(row, c).argmax() == t), n + 1
     cloze = 0

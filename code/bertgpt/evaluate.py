@@ -97,11 +97,19 @@ def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: f
     the accuracy is over all masked positions of all texts.
     """
     require_family(model, "bert", "masked-token accuracy")
+    rows = masked_rows(tokenizer, texts, rate, seed, model.config.context - 2)
+    predicted = _predictions(model, tokenizer, [r for r, _, _ in rows], [w for _, w, _ in rows], batch_size)
+    truth = [t for _, _, truths in rows for t in truths]
+    return sum(p == t for p, t in zip(predicted, truth)) / len(truth)
+
+
+def masked_rows(tokenizer: Tokenizer, texts: list[str], rate: float, seed: int, limit: int):
+    """The inputs :func:`masked_token_accuracy` scores: for each non-empty text (cut to ``limit``
+    tokens), ``(ids of [CLS] text [SEP] with the chosen tokens masked, their positions, their ids)``."""
     if not 0 < rate < 1:
         raise ValueError(f"rate must lie strictly between 0 and 1, not {rate}")
     g = torch.Generator().manual_seed(seed)
-    limit = model.config.context - 2
-    rows, labels = [], []
+    rows = []
     for ids in tokenizer.encode_batch(texts):
         ids = ids[:limit]
         if not ids:
@@ -109,14 +117,12 @@ def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: f
         k = max(1, round(rate * len(ids)))
         chosen = (torch.randperm(len(ids), generator=g)[:k] + 1).sort().values  # (k,) +1 for [CLS], in order
         row = torch.tensor([tokenizer.cls_id, *ids, tokenizer.sep_id])
-        labels.append((chosen, row[chosen].clone()))
+        truth = row[chosen].tolist()
         row[chosen] = tokenizer.mask_id
-        rows.append(row.tolist())
+        rows.append((row.tolist(), chosen.tolist(), truth))
     if not rows:
         raise ValueError("no tokens to mask: give non-empty texts")
-    predicted = _predictions(model, tokenizer, rows, [w.tolist() for w, _ in labels], batch_size)
-    truth = [t for _, truths in labels for t in truths.tolist()]
-    return sum(p == t for p, t in zip(predicted, truth)) / len(truth)
+    return rows
 
 
 def cloze_items(tokenizer: Tokenizer, texts: list[str], n: int, seed: int, context: int):
