@@ -228,13 +228,13 @@ def test_cli_generate_takes_lstm_mini_a_gpt_family_language_model(gpt_ck, capsys
     asked = []
 
     def lstm_mini(name, **kwargs):  # stands in for the cached lstm-mini, so nothing pretrains here
-        asked.append((name, kwargs.get("course")))
+        asked.append(name)
         return gpt_ck
 
     monkeypatch.setattr(cli, "pretrained", lstm_mini)
     main(["generate", "--checkpoint", "lstm-mini", "--prompt", "the union", "--max-new-tokens", "3"])
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["new_tokens"] == 3
-    assert asked == [("lstm-mini", False)] and family_of("lstm-mini") == "gpt"
+    assert asked == ["lstm-mini"] and family_of("lstm-mini") == "gpt"
     with pytest.raises(SystemExit):
         main(["fill", "--checkpoint", "lstm-mini", "--text", "the [MASK]"])
     assert "'lstm-mini' is a gpt model, but a bert model is needed" in capsys.readouterr().err

@@ -44,11 +44,26 @@ def test_shipped_weights_load_from_an_empty_cache_without_training(name, monkeyp
         raise AssertionError("a shipped course model was pretrained instead of loaded")
 
     monkeypatch.setattr(hub, "pretrain", refuse)
-    ck = bertgpt.pretrained(name, course=True)
+    ck = bertgpt.pretrained(name)  # the name alone means the course model
     assert ck.info["weights_sha256"] == hub.card(name)["provenance"]["weights_sha256"]
     assert ck.info["train"]["steps"] == hub.COURSE[name]["train"]["steps"]
     assert not ck.model.training
     assert not list((hub.cache_dir() / "models").glob(f"{name}-*"))  # nothing written to the cache
+
+
+def test_a_course_name_means_the_course_recipe_only_as_it_ships(addresses, bible):
+    assert hub.is_course("bert-mini") and hub.is_course("gpt-mini", addresses)
+    assert not hub.is_course("bert-mini", bible)  # another corpus: the short recipe, minutes
+    assert not hub.is_course("bert-mini", addresses, changes=dict(steps=200))  # a variant: the short recipe
+    assert not hub.is_course("gpt-mini", tokenizer="char")
+    assert not hub.is_course("gpt-mini", course=False) and not hub.is_course("lstm-mini")
+    assert hub.is_course("bert-mini", bible, course=True)  # asked for: the course recipe on the Bible
+    with pytest.raises(ValueError, match="not a course model"):
+        hub.pretrained_configs("lstm-mini", course=True)
+    # the from-scratch baseline has the course model's architecture and its shipped tokenizer
+    blank, shipped = bertgpt.untrained("bert-mini"), bertgpt.pretrained("bert-mini")
+    assert blank.config == shipped.config and blank.config.positions == "rotary"
+    assert blank.tokenizer.hf.get_vocab() == shipped.tokenizer.hf.get_vocab()
 
 
 @pytest.mark.parametrize("name", NAMES)

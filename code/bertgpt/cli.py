@@ -97,7 +97,7 @@ def _checkpoint(args, family: str | None = None, from_scratch: bool = False, nam
         raise CheckpointError(f"{name!r} is a {family_of(name)} model, but a {family} model is "
                               f"needed here: give a {family} checkpoint, e.g. {family}-mini")
     if name in NAMES:
-        ck = untrained(name) if from_scratch else pretrained(name, device=device, course=name in COURSE)
+        ck = untrained(name) if from_scratch else pretrained(name, device=device)
         return dataclasses.replace(ck, model=ck.model.to(device))
     return load(name, family=family, device=device)
 

@@ -1,14 +1,16 @@
 """Pretrained models shared by the chapters: shipped with the package, or trained once and cached.
 
-The course models, ``pretrained("gpt-mini", course=True)`` and ``pretrained("bert-mini",
-course=True)``, are pretrained at a real budget by this package's own code and ship inside it
-(``bertgpt/models/NAME``, with a model card: ``bertgpt card NAME``); they load in seconds, offline,
-hash-checked, and ``python -m bertgpt pretrain --recipe NAME`` retrains one from scratch. What
-follows is the route of every other model: the minis' short recipes, their variants and snapshots.
+The course models, ``pretrained("gpt-mini")`` and ``pretrained("bert-mini")``, are pretrained at a
+real budget by this package's own code and ship inside it (``bertgpt/models/NAME``, with a model
+card: ``bertgpt card NAME``); they load in seconds, offline, hash-checked, and ``python -m bertgpt
+pretrain --recipe NAME`` retrains one from scratch. Their snapshots (``step=``) are the course
+recipe's first updates, trained on first use and cached.
 
-``pretrained("gpt-mini")`` pretrains the ``mini`` GPT on the corpus the first time (about four
-minutes on two CPU cores, with a progress bar) and saves it under ``$BERTGPT_CACHE/models``
-(default ``~/.cache/bertgpt``); later calls load it. The cache key covers the model and training
+Every other model goes through the cache: a mini with ``changes``, on another corpus or with
+another tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small
+presets and lstm-mini. The first call pretrains it (minutes on two CPU cores for a mini, with a
+progress bar) and saves it under ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later
+calls load it. The cache key covers the model and training
 configs, the corpus's content, the seed and the recipe version, so a change to any of them trains
 anew. An entry that fails its checks (half-written, truncated, malformed, of another format) is
 rebuilt, never loaded.
@@ -24,7 +26,7 @@ ask for the same cold model train it once, and the second loads what the first w
 Variants and snapshots go through the same cache::
 
     pretrained("bert-mini", changes=dict(mask_rate=0.15, steps=1200))  # its own entry, its own key
-    pretrained("gpt-mini", step=100)   # the weights after 100 of its 850 updates
+    pretrained("gpt-mini", step=100)   # the course model after 100 of its 12,000 updates
     pretrained("gpt-mini", tokenizer="char")  # another kind of tokenizer (bertgpt.tokenizer.KINDS)
 
 ``changes`` sets fields of the model or training config (whichever has the field); the weights at
@@ -99,6 +101,24 @@ COURSE = {
 SHIPPED = Path(__file__).parent / "models"
 
 
+def is_course(name: str, corpus: Corpus | None = None, changes: dict | None = None,
+              tokenizer: str | None = None, course: bool | None = None) -> bool:
+    """Whether ``name`` means its course recipe: ``course`` when given (True only for a course model),
+    else when ``name`` is a course model asked for as it ships: on the addresses, with no ``changes``
+    and its family's own tokenizer."""
+    if course is not None:
+        return course
+    if name not in COURSE or changes or tokenizer not in (None, DEFAULT_TOKENIZER[family_of(name)]):
+        return False
+    return corpus is None or corpus.fingerprint == _shipped_corpus(name)
+
+
+def _shipped_corpus(name: str) -> str | None:
+    """The fingerprint of the corpus course model ``name`` was pretrained on, when it ships."""
+    info = SHIPPED / name / "config.json"
+    return json.loads(info.read_text(encoding="utf-8")).get("corpus_fingerprint") if info.is_file() else None
+
+
 def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, course: bool = False):
     """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``;
     with ``course``, of the course model's recipe (:data:`COURSE`)."""
@@ -143,9 +163,10 @@ def _shipped(name: str, directory) -> Path | None:
 
 
 def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None,
-               tokenizer: str | None = None, course: bool = False):
+               tokenizer: str | None = None, course: bool | None = None):
     """The cache directory of pretrained model ``name`` (with ``changes``, and the ``tokenizer`` kind
-    when it is not the family's own; of its course recipe with ``course``) on ``corpus``."""
+    when it is not the family's own; of its course recipe when :func:`is_course`) on ``corpus``."""
+    course = is_course(name, corpus, changes, tokenizer, course)
     cfg, tcfg = pretrained_configs(name, seed, changes, course)
 
     def keyed(config, default):
@@ -208,20 +229,22 @@ def training_threads():
 
 def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=None,
                progress: bool = True, *, changes: dict | None = None, step: int | None = None,
-               tokenizer: str | None = None, course: bool = False) -> Checkpoint:
-    """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), from the cache or trained now.
+               tokenizer: str | None = None, course: bool | None = None) -> Checkpoint:
+    """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), shipped, cached or trained now.
 
-    ``changes`` (field -> value) makes a variant: its own recipe, its own cache entry. ``step`` asks
-    for the weights after that many updates, one of the recipe's ``snapshots``. ``tokenizer``
-    ("bpe", "wordpiece" or "char") replaces the family's own kind (GPT "bpe", BERT "wordpiece").
-    ``course=True`` asks for the course model of that name (:data:`COURSE`): the shipped weights,
-    loaded from the package in seconds when nothing else is changed; its snapshots, and any variant
-    of its recipe, are trained on first use and cached like every other entry.
+    "gpt-mini" and "bert-mini" on the addresses, unchanged, are the course models (:data:`COURSE`):
+    the shipped weights, loaded from the package in seconds. ``changes`` (field -> value) makes a
+    variant: its own recipe, its own cache entry. ``step`` asks for the weights after that many
+    updates, one of the recipe's ``snapshots``. ``tokenizer`` ("bpe", "wordpiece" or "char")
+    replaces the family's own kind (GPT "bpe", BERT "wordpiece"). ``course`` overrides which recipe
+    a course model's name means (:func:`is_course`): ``course=False`` is the mini's short recipe,
+    ``course=True`` a variant of the course recipe (trained on first use, cached like every entry).
 
     Returns a :class:`~bertgpt.checkpoint.Checkpoint`: ``.model`` (in eval mode), ``.tokenizer``
     and ``.info`` (configs, metrics and the training history; a snapshot's ``info["step"]`` says which).
     """
     corpus = _corpus(corpus)
+    course = is_course(name, corpus, changes, tokenizer, course)
     cfg, tcfg = pretrained_configs(name, seed, changes, course)
     if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
         raise ValueError(f"{name} keeps its weights after updates {', '.join(map(str, tcfg.snapshots))} "
@@ -251,9 +274,7 @@ def _share_tokenizer(name: str, corpus: Corpus, cfg) -> None:
     it was trained on ``corpus`` and none is there yet: its snapshots and variants then read the same
     token ids as the shipped weights (one trained again numbers about 65 of its 4,096 tokens
     otherwise)."""
-    info = SHIPPED / name / "config.json"
-    if not info.is_file() or json.loads(info.read_text(encoding="utf-8")).get("corpus_fingerprint") \
-            != corpus.fingerprint:
+    if _shipped_corpus(name) != corpus.fingerprint:
         return
     path = tokenizer_path(corpus, DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
     if not path.exists():
@@ -286,9 +307,14 @@ def snapshot_path(directory, step: int):
 
 def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
               changes: dict | None = None) -> Checkpoint:
-    """The architecture and tokenizer of pretrained model ``name`` with random weights (seeded)."""
-    cfg, _ = pretrained_configs(name, seed, changes)
-    tok, cfg = prepare(_corpus(corpus), cfg)
+    """The architecture and tokenizer of pretrained model ``name`` with random weights (seeded): of
+    the course model, with its shipped tokenizer, where ``pretrained`` would give the course model."""
+    corpus = _corpus(corpus)
+    course = is_course(name, corpus, changes)
+    cfg, _ = pretrained_configs(name, seed, changes, course)
+    if course:
+        _share_tokenizer(name, corpus, cfg)
+    tok, cfg = prepare(corpus, cfg)
     torch.manual_seed(seed)
     return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.family, untrained=True))
 
