@@ -25,7 +25,7 @@ import time
 import torch
 
 import bertgpt
-from bertgpt.cli import flops_per_token, peak_tflops
+from bertgpt.compute import flops_per_token, peak_tflops
 from bertgpt.config import apply_overrides
 from bertgpt.trainer import resolve_precision
 

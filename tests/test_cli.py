@@ -1,4 +1,3 @@
-import dataclasses
 import json
 import os
 import subprocess
@@ -201,24 +200,6 @@ def test_cli_pretrain_init_by_name_compares_the_coverage_with_the_addresses(bibl
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["init"] == "gpt-tiny" and result["coverage"]["reference"]["corpus"] == "sotu"
     assert bertgpt.load(tmp_path / "o", family="gpt").info["init"] == "gpt-tiny"
-
-
-def test_pretraining_compute_follows_the_short_then_long_schedule():
-    from bertgpt.cli import flops_per_token, pretraining_compute
-
-    cfg = bertgpt.model_config("mini", "bert")
-    train = dict(steps=100, batch_size=4, short_fraction=0.5, short_length=64)
-    half = pretraining_compute(cfg, train, step=50)  # every update so far was short
-    assert half["tokens"] == 50 * 4 * 64
-    short_cfg = dataclasses.replace(cfg, context=64)
-    assert half["flops"] == pytest.approx(half["tokens"] * flops_per_token(short_cfg))
-    full = pretraining_compute(cfg, train)
-    assert full["tokens"] == 50 * 4 * 64 + 50 * 4 * 128
-    assert full["flops"] > 2 * half["flops"]  # the long half costs more per token
-    gpt = pretraining_compute(bertgpt.model_config("mini", "gpt"), dict(steps=10, batch_size=2))
-    assert gpt["tokens"] == 10 * 2 * 128 and pretraining_compute(cfg, train, step=0)["flops"] == 0
-    with pytest.raises(ValueError, match="between 0"):
-        pretraining_compute(cfg, train, step=101)
 
 
 def test_cli_generate_takes_lstm_mini_a_gpt_family_language_model(gpt_ck, capsys, monkeypatch):
