@@ -23,3 +23,4 @@ except ImportError:
 
 device = bertgpt.default_device()  # "cuda", "mps" or "cpu"
 print(f"device: {device}")
+print(bertgpt.course_models())  # the two models every chapter argues from

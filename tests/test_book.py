@@ -44,3 +44,16 @@ def test_terms_link_to_the_glossary():
             target = re.search(r"<([^>]+)>$", role.replace("\n", " "))
             term = (target.group(1) if target else role).replace("\n", " ").strip().lower()
             assert term in terms, f"{chapter.name}: {{term}}`{role}` is not in book/glossary.md"
+
+
+def test_every_chapter_was_executed_on_the_shipped_course_models():
+    """One book, one pair of models: each chapter's first output names the models it ran on."""
+    import bertgpt
+
+    for chapter in CHAPTERS:
+        cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+        first = next(c for c in cells if c["cell_type"] == "code")
+        printed = "".join("".join(o.get("text", "")) for o in first.get("outputs", []))
+        assert bertgpt.course_models() in printed, (
+            f"{chapter.name} was not executed on the shipped course models: re-execute it "
+            "(python scripts/execute_notebooks.py)")

@@ -3,7 +3,7 @@
 The package behind the course "The 2018 pretraining paradigm — GPT-1 against BERT"::
 
     import bertgpt
-    gpt = bertgpt.pretrained("gpt-mini")            # trained once (with a progress bar), then cached
+    gpt = bertgpt.pretrained("gpt-mini")            # the course models: shipped, loaded in seconds
     bert = bertgpt.pretrained("bert-mini")
     clf, result = bertgpt.finetune(bert, bertgpt.load_task("era").subsample(300))
     bertgpt.count_parameters(bertgpt.build(bertgpt.model_config("bert-base")))
@@ -23,7 +23,7 @@ from .corpus import Corpus, Document, load_corpus, shuffle_sentences, subsample
 from .evaluate import accuracy, cloze_accuracy, confusion_matrix, f1, masked_token_accuracy, perplexity
 from .finetune import Classifier, finetune, load_classifier, predict, save_classifier
 from .generate import Sampling, fill_mask, generate, generate_by_masking, top_k_filter, top_p_filter
-from .hub import adapted, pretrained, untrained
+from .hub import adapted, course_models, pretrained, untrained
 from .inputs import IGNORE
 from .model import (
                      BERT,

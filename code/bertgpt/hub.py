@@ -154,6 +154,13 @@ def card(name: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def course_models() -> str:
+    """One line naming the shipped course models by the first 12 hex digits of their weights' hashes,
+    which every chapter prints first: the same line on every page means one pair of models."""
+    return "course models: " + ", ".join(f"{name} {card(name)['provenance']['weights_sha256'][:12]}"
+                                         for name in COURSE)
+
+
 def _shipped(name: str, directory) -> Path | None:
     """The package's copy of cache entry ``directory`` of ``name``, when one ships with the same key."""
     try:
