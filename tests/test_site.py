@@ -2,8 +2,9 @@
 
 Builds the site with the strict command, serves it on 127.0.0.1 and opens every page of the table of
 contents in headless Chromium: no console errors, formulas typeset by MathJax, every image loaded,
-and on chapter pages a Colab launch link to the chapter's notebook. A screenshot of each page is saved
-to _build/screenshots/<name>.png. Every page is opened a second time in dark mode (screenshots in
+and on chapter pages a Colab launch link to the chapter's Colab edition (colab/<name>.ipynb, written by
+scripts/colab_edition.py; book/_ext/colab_launch.py points the button there). A screenshot of each page
+is saved to _build/screenshots/<name>.png. Every page is opened a second time in dark mode (screenshots in
 _build/screenshots/dark/), and the search page must find a word that only a chapter uses.
 """
 
@@ -175,7 +176,7 @@ def test_page(name: str, server: str, browser):
         links = page.locator('a[href*="colab.research.google.com"]')
         assert links.count() > 0, "no Colab launch button"
         href = links.first.get_attribute("href")
-        assert href.endswith(f"{name}.ipynb"), href
+        assert href.endswith(f"/colab/{Path(name).name}.ipynb"), href  # the edition, not the MyST source
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{Path(name).name}.png"), full_page=True)

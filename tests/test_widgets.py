@@ -1,5 +1,10 @@
-"""The static path of bertgpt.widgets.explore: one figure, drawn at the defaults."""
+"""The static path of bertgpt.widgets.explore (one figure, drawn at the defaults), and glue with and without
+MyST-NB."""
 
+import sys
+import types
+
+import IPython.display
 import matplotlib.pyplot as plt
 
 from bertgpt import widgets
@@ -47,8 +52,36 @@ def test_live_explore_starts_at_the_same_defaults(monkeypatch):
     plt.close("all")
 
 
-def test_glue_without_myst_nb_shows_displayed_values_and_drops_hidden_ones(monkeypatch, capsys):
-    monkeypatch.setitem(__import__("sys").modules, "myst_nb", None)  # as on Colab: importing fails
-    widgets.glue("hidden", 0.25, display=False)
+def test_glue_without_myst_nb_prints_hidden_values_with_their_names(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab: importing fails
+    widgets.glue("era_gap", 4.199999809265137, display=False)
+    widgets.glue("tokens", 1740800.0, display=False)
+    widgets.glue("steps", 850, display=False)
+    widgets.glue("catch", "at none of its snapshots", display=False)
     widgets.glue("shown", 0.75)
-    assert capsys.readouterr().out.strip() == "0.75"
+    assert capsys.readouterr().out.splitlines() == [
+        "era_gap = 4.2", "tokens = 1,740,800", "steps = 850", "catch = at none of its snapshots", "0.75"]
+
+
+def test_glue_without_myst_nb_shows_a_hidden_figure(monkeypatch):
+    """The book places a glued figure under its caption; a plain kernel must show it where it is drawn."""
+    monkeypatch.setitem(sys.modules, "myst_nb", None)
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda value, **kw: shown.append(value))
+    fig, _ = plt.subplots()
+    widgets.glue("fig-x", fig, display=False)
+    plt.close(fig)
+    assert shown == [fig]
+
+
+def test_glue_with_myst_nb_hands_values_to_it_unchanged(monkeypatch, capsys):
+    calls = []
+    fake = types.ModuleType("myst_nb")
+    fake.glue = lambda name, value, display=True: calls.append((name, value, display))
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
+    fig, _ = plt.subplots()
+    widgets.glue("fig-x", fig, display=False)
+    widgets.glue("era_gap", 4.2, display=False)
+    plt.close(fig)
+    assert calls == [("fig-x", fig, False), ("era_gap", 4.2, False)]
+    assert capsys.readouterr().out == ""

@@ -8,6 +8,7 @@ controls' default values, so the page shows a picture of exactly what the widget
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable
 from typing import Any
@@ -98,16 +99,28 @@ def explore(plot: Callable[..., Any], **controls: Any):
 def glue(name: str, value: Any, display: bool = True) -> None:
     """Hand ``value`` to the book's prose as ``{glue:text}`name```, where MyST-NB is installed.
 
-    The rendered book reads glued values from the executed notebook. Where ``myst_nb`` is missing (a
-    learner's Colab runtime, say), a displayed value is shown as the cell's output and a hidden one is
-    dropped, so the chapter runs the same everywhere.
+    The rendered book reads glued values from the executed notebook and places each one in the prose
+    (a figure under its caption), so a chapter glues its results hidden (``display=False``). Where
+    ``myst_nb`` is missing (a learner's Colab runtime, say), nothing would place them, so every value
+    shows where it is computed: a number or a string is printed with its name (``era_gap = 4.2``)
+    and anything else (a figure, say) is displayed as the cell's output, hidden or not.
     """
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
-        if display:
+        if display or not isinstance(value, (str, numbers.Number)):
             from IPython.display import display as show
 
             show(value)
+        else:
+            print(f"{name} = {_plain(value)}")
         return
     myst_glue(name, value, display=display)
+
+
+def _plain(value: str | numbers.Number) -> str:
+    """A glued value as a learner reads it: a float to six significant digits (more than any format in
+    the prose keeps), with thousands separators from a million up rather than an exponent."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return str(value)

@@ -1,0 +1,108 @@
+"""The Colab edition (colab/, written by scripts/colab_edition.py): what the chapters give now, in plain
+Markdown.
+
+The book's Colab buttons open the committed edition, so a chapter edited or re-executed without
+regenerating it would send learners an older text; and Colab shows any MyST left in it as raw markup.
+Regenerating in memory reads the notebooks and runs none of them: a few seconds.
+"""
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+REGENERATE = "run python scripts/colab_edition.py"
+
+
+def load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+colab_edition = load("colab_edition", ROOT / "scripts" / "colab_edition.py")
+
+MYST = {
+    "role": re.compile(r"\{[\w:.-]+\}`"),
+    "directive": re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})\{[\w:.-]+\}", re.M),
+    "target": re.compile(r"^\([\w.:-]+\)=\s*$", re.M),
+}
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_the_edition_is_what_the_chapter_gives_now(chapter):
+    committed = ROOT / "colab" / chapter.name
+    assert committed.exists(), f"colab/{chapter.name} is missing: {REGENERATE}"
+    assert committed.read_text(encoding="utf-8") == colab_edition.edition(chapter), (
+        f"colab/{chapter.name} is out of date with chapters/{chapter.name}: {REGENERATE}")
+
+
+def test_every_edition_has_its_chapter():
+    editions = {p.name for p in (ROOT / "colab").glob("*.ipynb")}
+    assert editions == {p.name for p in CHAPTERS}, "delete the edition of a chapter that is gone"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_the_edition_holds_no_myst(chapter):
+    for index, cell in enumerate(cells(ROOT / "colab" / chapter.name)):
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"])
+            for kind, pattern in MYST.items():
+                found = pattern.search(text)
+                assert not found, f"colab/{chapter.name}, cell {index}: a MyST {kind}: " + repr(
+                    text[max(0, found.start() - 60):found.end() + 60])
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_code_cells_are_the_chapters_own_without_outputs(chapter):
+    source = [c for c in cells(chapter) if c["cell_type"] == "code"]
+    edition = [c for c in cells(ROOT / "colab" / chapter.name) if c["cell_type"] == "code"]
+    assert ["".join(c["source"]) for c in edition] == ["".join(c["source"]) for c in source]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in edition)
+
+
+def test_glue_formats_as_myst_nb_does():
+    variables = pytest.importorskip("myst_nb.core.variables")
+    for text, spec in [("69.49999928474426", ".1f"), ("1740800", ","), ("'at none'", "s"),
+                       ('"it\'s"', ""), ("0.2951", ".0%"), ("3", "+.2f"), ("1740800.0", ",.0f")]:
+        assert colab_edition.format_plain_text(text, spec) == variables.format_plain_text(text, spec)
+
+
+def test_figures_and_exercises_are_numbered_per_chapter_in_reading_order():
+    labels = colab_edition.labels()
+    nb = colab_edition.read(ROOT / "chapters" / "02_one_skeleton.ipynb")
+    names = [name for name, _ in colab_edition.figures(nb)]
+    assert [labels[name].text for name in names] == [f"Figure 2.{k}" for k in range(1, len(names) + 1)]
+    assert labels["ex-02-block"].text == "Exercise 2.1"
+    assert labels["sec-05-measured"].page == "chapters/05_verdict" and not labels["sec-05-measured"].number
+
+
+def test_citations_read_author_and_year():
+    authors = colab_edition.bibliography()
+    assert authors["devlin2019bert"] == ("Devlin et al.", "2019")
+    assert authors["howard2018ulmfit"] == ("Howard and Ruder", "2018")
+    assert authors["ruder2018imagenet"] == ("Ruder", "2018")
+
+
+def test_the_colab_button_opens_the_edition():
+    launch = load("colab_launch", ROOT / "book" / "_ext" / "colab_launch.py")
+    page, repo = "chapters/02_one_skeleton", "https://colab.research.google.com/github/o/r/blob/main/"
+    binder = "https://mybinder.org/v2/gh/o/r/main?urlpath=tree/" + f"{page}.ipynb"
+    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [
+        {"text": "Binder", "url": binder}, {"text": "Colab", "url": repo + f"{page}.ipynb"}]}]}
+    launch._colab_edition(SimpleNamespace(srcdir=str(ROOT)), page, "page.html", context, None)
+    buttons = context["header_buttons"][0]["buttons"]
+    assert buttons[1]["url"] == repo + "colab/02_one_skeleton.ipynb"
+    assert buttons[0]["url"] == binder  # the other buttons keep the source
