@@ -1,11 +1,13 @@
 """Every chapter, run whole as a learner runs it in Colab, and validated with nbval.
 
-Colab gives a kernel with torch already installed and no ``myst_nb``, and a chapter opened from the
-book's Colab button arrives alone, in an empty folder. So each test here builds a virtual environment
-with only torch, ipykernel and ipywidgets, copies the chapter into an empty folder, points the
-chapter's first cell (``scripts/first_cell.py``) at a git snapshot of this working tree instead of the
-public repository, and runs the notebook through nbval in that environment's kernel. The first cell
-must install the package and everything the chapter needs, and leave torch alone.
+Colab gives a kernel with torch already installed and no ``myst_nb``, and the book's Colab button
+opens the chapter's Colab edition (``colab/``, written by ``scripts/colab_edition.py``), alone, in an
+empty folder. So each test here builds a virtual environment with only torch, ipykernel and
+ipywidgets, copies the edition into an empty folder, points its first cell (``scripts/first_cell.py``)
+at a git snapshot of this working tree instead of the public repository, and runs the notebook
+through nbval in that environment's kernel. The first cell must install the package and everything
+the chapter needs, and leave torch alone; and the learner must see at least as many images as the
+book shows figures for that chapter (a display hook counts them).
 
 A new chapter is covered without change: every ``chapters/*.ipynb`` is a test. Each has a time limit
 (``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 3000: from an empty cache chapter 8 trains four variants
@@ -16,6 +18,7 @@ The pretrained minis come from the shared model cache (``$BERTGPT_CACHE``), trai
 under its lock, so two chapters can run at once (``pytest -n 2``).
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -29,6 +32,17 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("colab_edition", ROOT / "scripts" / "colab_edition.py")
+colab_edition = importlib.util.module_from_spec(_spec)
+sys.modules["colab_edition"] = colab_edition  # its dataclasses look their module up here
+_spec.loader.exec_module(colab_edition)
+# Injected after the first cell: counts every PNG the kernel displays, glued, inline or in a widget.
+COUNT_IMAGES = """_shown_images = []
+_publish = get_ipython().display_pub.publish
+def _count(data, *args, **kwargs):
+    _shown_images.extend(["image/png"] if "image/png" in data else [])
+    return _publish(data, *args, **kwargs)
+get_ipython().display_pub.publish = _count"""
 # Seconds each chapter took from an empty model cache, its own variants included, two at a time on
 # two AVX2 cores in fp32 (chapter 8: its variants alone took 19 minutes). A chapter not listed, a new
 # one, goes first: its cost is unknown.
@@ -118,9 +132,15 @@ def test_every_chapter_starts_with_the_first_cell():
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_runs_whole_as_in_colab(chapter, colab, minis, tmp_path):
-    notebook = json.loads(chapter.read_text(encoding="utf-8"))
-    first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
-    first["source"] = "".join(first["source"]).replace(PUBLIC, colab["url"])
+    notebook = json.loads((ROOT / "colab" / chapter.name).read_text(encoding="utf-8"))
+    cells = notebook["cells"]
+    at = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+    cells[at]["source"] = "".join(cells[at]["source"]).replace(PUBLIC, colab["url"])
+    shown = len(colab_edition.figures(colab_edition.read(chapter)))  # the figures the book shows
+    code = dict(cell_type="code", metadata={}, outputs=[], execution_count=None)
+    cells.insert(at + 1, {**code, "id": "count-images", "source": COUNT_IMAGES})
+    cells.append({**code, "id": "check-images",
+                  "source": f"assert len(_shown_images) >= {shown}, (len(_shown_images), {shown})"})
     folder = tmp_path / "content"  # Colab's working folder, empty but for the chapter
     folder.mkdir()
     (folder / chapter.name).write_text(json.dumps(notebook), encoding="utf-8")
