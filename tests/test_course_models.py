@@ -99,3 +99,14 @@ def test_card_and_evaluate_commands(name, capsys):
 def test_unknown_card_says_which_exist():
     with pytest.raises(ValueError, match="bert-mini"):
         hub.card("lstm-mini")
+
+
+def test_a_course_snapshot_is_the_recipes_first_updates_trained_once(addresses):
+    ck = bertgpt.pretrained("gpt-mini", step=25)
+    assert ck.info["step"] == 25 and ck.info["train"] == hub.card("gpt-mini")["recipe"]["train"]
+    directory = hub.cache_path("gpt-mini", addresses)
+    assert hub.snapshot_path(directory, 10).exists()  # the earlier snapshot, kept on the way
+    assert not hub.snapshot_path(directory, 50).exists()  # nothing trained past the one asked for
+    assert not directory.exists()  # the shipped model stays the package's: no cache entry for it
+    again = bertgpt.pretrained("gpt-mini", step=10)  # loaded, not trained again
+    assert again.info["step"] == 10 and again.info["weights_sha256"] != ck.info["weights_sha256"]

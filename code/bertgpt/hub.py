@@ -266,9 +266,9 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
         if shipped is not None:  # a snapshot of a shipped model: the recipe's first updates, kept
-            if not snapshot.exists():
+            if not snapshot.exists():  # trained up to this one, keeping the earlier ones on the way
                 _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes,
-                             until=max(tcfg.snapshots))
+                             until=step)
             return load(snapshot, cfg.family, device or "cpu")
         if (ck := _cached(directory, cfg.family, device, name, snapshot)) is not None:
             return ck
