@@ -42,7 +42,7 @@ import time
 import torch
 
 from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
-from .compute import flops_per_token, peak_tflops, pretraining_compute  # noqa: F401  TEMP: chapters mid-run
+from .compute import flops_per_token, peak_tflops
 from .config import (
                      FAMILIES,
                      PRESETS,
