@@ -15,7 +15,7 @@
     python -m bertgpt evaluate --checkpoint bert-mini                    # held-out figures, as JSON
 
 A course model's name (gpt-mini, bert-mini) given to ``--checkpoint`` means the weights that ship
-with the package (:data:`bertgpt.hub.COURSE`); lstm-mini is trained on first use and cached.
+with the package (``bertgpt.hub.COURSE``); lstm-mini is trained on first use and cached.
 
 Several processes (DistributedDataParallel; each process trains on its own share of the batches,
 only rank 0 writes and prints; ``--resume`` works the same way)::

@@ -9,8 +9,8 @@ that chose nothing::
 
 BERT's masked-token accuracy is given two ways, because they differ a great deal for a weak model:
 
-- ``mlm_accuracy`` — every chosen token replaced by ``[MASK]`` (:func:`masked_token_accuracy`):
-  the model must restore what it cannot see.
+- ``mlm_accuracy`` — every chosen token replaced by ``[MASK]``
+  (:func:`~bertgpt.evaluate.masked_token_accuracy`): the model must restore what it cannot see.
 - ``mlm_accuracy_80_10_10`` — BERT's own metric: the chosen tokens under the 80/10/10 rule, so the
   10% left unchanged are answered by copying the input, and count.
 """
@@ -37,7 +37,7 @@ from .pretraining import (
 )
 from .trainer import validate
 
-#: Words of five letters or more that carry grammar, not content: never the cloze's answer.
+#: Words of five letters or more that carry grammar rather than content, so never the cloze's answer.
 FUNCTION_WORDS = frozenset("""
 about above across after again against along among around because before behind being below beneath
 beside besides between beyond could during either every except might neither never other others ought
@@ -71,7 +71,8 @@ def content_cloze_items(tokenizer, corpus: Corpus, n: int = 300, seed: int = SEE
 
 
 def content_cloze(model, tokenizer, corpus: Corpus, n: int = 300, k: int = 5) -> float:
-    """How often the hidden content word is among a BERT's ``k`` best candidates (:func:`fill_mask`)."""
+    """How often the hidden content word is among a BERT's ``k`` best candidates
+    (:func:`~bertgpt.generate.fill_mask`)."""
     items = content_cloze_items(tokenizer, corpus, n)
     hits = sum(word in [t for t, _ in fill_mask(model, tokenizer, text, top_k=k)[0]] for text, word in items)
     return hits / len(items)

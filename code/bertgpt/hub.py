@@ -121,7 +121,7 @@ def _shipped_corpus(name: str) -> str | None:
 
 def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, course: bool = False):
     """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``;
-    with ``course``, of the course model's recipe (:data:`COURSE`)."""
+    with ``course``, of the course model's recipe (``COURSE``)."""
     if name not in NAMES:
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
     if course and name not in COURSE:
@@ -239,7 +239,7 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
                tokenizer: str | None = None, course: bool | None = None) -> Checkpoint:
     """The pretrained model ``name`` ("gpt-mini", "bert-mini", ...), shipped, cached or trained now.
 
-    "gpt-mini" and "bert-mini" on the addresses, unchanged, are the course models (:data:`COURSE`):
+    "gpt-mini" and "bert-mini" on the addresses, unchanged, are the course models (``COURSE``):
     the shipped weights, loaded from the package in seconds. ``changes`` (field -> value) makes a
     variant: its own recipe, its own cache entry. ``step`` asks for the weights after that many
     updates, one of the recipe's ``snapshots``. ``tokenizer`` ("bpe", "wordpiece" or "char")
