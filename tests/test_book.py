@@ -57,3 +57,10 @@ def test_every_chapter_was_executed_on_the_shipped_course_models():
         assert bertgpt.course_models() in printed, (
             f"{chapter.name} was not executed on the shipped course models: re-execute it "
             "(python scripts/execute_notebooks.py)")
+
+
+def test_the_install_cell_is_folded_in_every_chapter():
+    for chapter in CHAPTERS:
+        cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+        first = next(c for c in cells if c["cell_type"] == "code")
+        assert "hide-input" in first["metadata"].get("tags", []), f"{chapter.name}: tag it hide-input"
