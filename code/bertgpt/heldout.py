@@ -4,8 +4,8 @@ No test document is seen in pretraining (the split is by document, :mod:`bertgpt
 validation during training uses the validation documents, so these figures are scored on text
 that chose nothing::
 
-    heldout_metrics(bertgpt.pretrained("gpt-mini", course=True))   # {"test_loss": ...}
-    heldout_metrics(bertgpt.pretrained("bert-mini", course=True))  # MLM two ways, NSP, the cloze
+    heldout_metrics(bertgpt.pretrained("gpt-mini"))   # {"test_loss": ...}
+    heldout_metrics(bertgpt.pretrained("bert-mini"))  # MLM two ways, NSP, the cloze
 
 BERT's masked-token accuracy is given two ways, because they differ a great deal for a weak model:
 
