@@ -27,7 +27,6 @@ same bytes; ``tests/test_colab_edition.py`` fails when colab/ is out of date.
 from __future__ import annotations
 
 import argparse
-import ast
 import itertools
 import json
 import posixpath
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import nbformat
 import yaml
+from myst_nb.core.variables import format_plain_text  # how {glue:text} prints a value
 from pybtex.backends.plaintext import Backend
 from pybtex.database import parse_file
 
@@ -308,25 +308,6 @@ def stored_glue(nb: nbformat.NotebookNode) -> dict[str, tuple[str, int]]:
                 plain = output.get("data", {}).get(meta.get("mime_prefix", "") + "text/plain")
                 found[meta["name"]] = (plain, index)
     return found
-
-
-def format_plain_text(text: str, spec: str) -> str:
-    """A glued value as ``{glue:text}`name:spec``` prints it (``myst_nb.core.variables``'s function of
-    the same name, which reads the stored text back as a Python literal first)."""
-    try:
-        value = ast.literal_eval(text)
-    except (SyntaxError, ValueError):
-        value = text
-    if spec == "":
-        return str(value)
-    kind = spec[-1]
-    if kind == "s":
-        value = str(value)
-    elif kind in "bcdoxX":
-        value = int(value)
-    elif kind in "eEfFgGn%":
-        value = float(value)
-    return format(value, spec)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -73,13 +73,6 @@ def test_code_cells_are_the_chapters_own_without_outputs(chapter):
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in edition)
 
 
-def test_glue_formats_as_myst_nb_does():
-    variables = pytest.importorskip("myst_nb.core.variables")
-    for text, spec in [("69.49999928474426", ".1f"), ("1740800", ","), ("'at none'", "s"),
-                       ('"it\'s"', ""), ("0.2951", ".0%"), ("3", "+.2f"), ("1740800.0", ",.0f")]:
-        assert colab_edition.format_plain_text(text, spec) == variables.format_plain_text(text, spec)
-
-
 def test_figures_and_exercises_are_numbered_per_chapter_in_reading_order():
     labels = colab_edition.labels()
     nb = colab_edition.read(ROOT / "chapters" / "02_one_skeleton.ipynb")
