@@ -1,11 +1,15 @@
+import dataclasses
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+import bertgpt
 from bertgpt.config import FinetuneConfig
 from bertgpt.finetune import Classifier, finetune, load_classifier, predict, save_classifier
 from bertgpt.inputs import IGNORE
-from bertgpt.tasks import Example
+from bertgpt.tasks import Example, Tagged
 
 TEXTS = ["the congress shall meet in december", "peace and war",
          "the union is strong and the people are free", "taxes"]
@@ -145,3 +149,40 @@ def test_keep_layers_keeps_the_lower_blocks_and_reinitialises_the_rest(gpt_ck):
     assert kept.info["kept_layers"] == 1 and gpt_ck.model.backbone is old  # the original is untouched
     with pytest.raises(ValueError, match="between 0 and"):
         keep_layers(gpt_ck, n + 1)
+
+
+def _tagged_task(corpus, n=24):
+    task = bertgpt.load_task("boundaries", corpus)
+    return dataclasses.replace(task.subsample(n), val=task.val[:8], test=task.test[:8])
+
+
+@pytest.mark.parametrize("ck_name", ["gpt_ck", "bert_ck"])
+def test_a_word_tag_sits_on_its_last_token(request, ck_name):
+    ck = request.getfixturevalue(ck_name)
+    example = Tagged(("the", "congressional", "session", "ended", "we", "met"), (0, 0, 0, 1, 0, IGNORE))
+    clf = Classifier(ck.model, ck.tokenizer, ("inside", "ends a sentence"), lm_coef=0, per_token=True)
+    ids, segments, tags = clf.pack([example])[0]
+    assert len(ids) == len(tags) and tags[0] == tags[-1] == IGNORE  # the special tokens are not scored
+    pieces = [ck.tokenizer.tokens(w) for w in example.words]
+    ends = list(itertools.accumulate(len(p) for p in pieces))  # 1 + index of each word's last token
+    assert [tags[i] for i in ends] == list(example.tags)
+    assert all(t == IGNORE for i, t in enumerate(tags) if i not in ends)
+    batch = clf.collate([(ids, segments, tags)] * 2)
+    assert batch["label"].shape == batch["input_ids"].shape
+    assert clf.eval()(batch).shape == (2, len(ids), 2)
+
+
+def test_token_level_finetuning_reports_f1_and_round_trips(bert_ck, gpt_ck, corpus, tmp_path):
+    task = _tagged_task(corpus)
+    for ck in (gpt_ck, bert_ck):
+        clf, result = finetune(ck, task, FinetuneConfig(epochs=1, lm_coef=0.0), device="cpu")
+        assert 0 <= result["test_f1"] <= 1 and "test_accuracy" not in result
+        assert result["majority_baseline"] == task.majority_baseline() > 0.5
+        assert 0 <= result["test_token_accuracy"] <= 1 and "val_f1" in result["history"][0]
+    save_classifier(tmp_path / "tagger", clf)
+    again = load_classifier(tmp_path / "tagger")
+    predicted = predict(again, task.test)
+    assert again.per_token and predicted == predict(clf, task.test)
+    # one prediction per scored word that fits the (tiny) context
+    assert [len(p) for p in predicted] == [sum(t != IGNORE for t in row[2]) for row in clf.pack(task.test)]
+    assert all(0 < len(p) <= sum(t != IGNORE for t in e.tags) for p, e in zip(predicted, task.test))

@@ -1,6 +1,7 @@
 import pytest
 
 import bertgpt
+from bertgpt.inputs import split_sentences
 from bertgpt.tasks import TASKS, Example, Task, load_task
 
 
@@ -77,3 +78,22 @@ def test_csv_tasks(tmp_path):
     assert task.train[0] == Example("row 0", 1, doc="good.csv:2")
     with pytest.raises(ValueError, match="unknown task"):
         load_task("sentiment")
+
+
+def test_boundaries_tag_the_last_word_of_each_sentence_without_its_punctuation(corpus):
+    task = load_task("boundaries", corpus)
+    assert task.token_level and not load_task("era", corpus).token_level
+    sentences = {s.lower() for d in corpus.documents for p in d.paragraphs for s in split_sentences(p)}
+    for e in task.train[:50]:
+        assert len(e.words) == len(e.tags) and e.tags[-1] == bertgpt.IGNORE  # the last word gives itself away
+        assert e.text == e.text.lower() and sum(e.tags[:-1]) >= 1  # two sentences or more
+        start = 0
+        for i, tag in enumerate((*e.tags[:-1], 1)):
+            if tag == 1:  # each run of words up to a tag 1 is a sentence of the paragraph, its end cut
+                words = e.words[start:i + 1]
+                assert not words[-1].endswith((".", "!", "?"))
+                assert any(s.startswith(" ".join(words)) for s in sentences)
+                start = i + 1
+    scored = [t for e in task.test for t in e.tags if t != bertgpt.IGNORE]
+    assert task.majority_baseline() == scored.count(0) / len(scored) > 0.9  # "inside", per word
+    assert len(task.subsample(10).train) == 10

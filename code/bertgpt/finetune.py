@@ -28,23 +28,27 @@ from torch import nn
 
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
-from .evaluate import accuracy
+from .evaluate import accuracy, f1
 from .inputs import IGNORE, bert_inputs, gpt_inputs, pad, truncate_pair
 from .model import build, init_weights
-from .tasks import Example, Task
+from .tasks import Example, Tagged, Task
 from .tokenizer import Tokenizer
 from .trainer import KeepBest, default_device, device_of, eval_mode, to_device, train
 
 # --- Input transformations ---------------------------------------------------------------------------
 
 
-def pack_examples(tokenizer: Tokenizer, family: str, context: int, examples: list[Example]):
+def pack_examples(tokenizer: Tokenizer, family: str, context: int, examples: list[Example | Tagged]):
     """Each example as ``(ids, segments, label)`` in ``family``'s task format, cut to ``context``.
 
     GPT: ``[START] a [EXTRACT]`` or ``[START] a [DELIM] b [EXTRACT]`` (segments None).
     BERT: ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with segment ids.
+    A token-level example's label is a list, one tag per position: a word's tag at its last token,
+    ``IGNORE`` everywhere else.
     """
     tok = tokenizer
+    if examples and isinstance(examples[0], Tagged):
+        return [_pack_tagged(tok, family, context, e) for e in examples]
     texts_a = tok.encode_batch([e.text for e in examples])
     texts_b = iter(tok.encode_batch([e.text_b for e in examples if e.text_b is not None]))
     rows = []
@@ -58,16 +62,30 @@ def pack_examples(tokenizer: Tokenizer, family: str, context: int, examples: lis
     return rows
 
 
+def _pack_tagged(tok: Tokenizer, family: str, context: int, example: Tagged):
+    """One token-level example: ids in ``family``'s format and a tag per position (see pack_examples)."""
+    encoding = tok.hf.encode(list(example.words), is_pretokenized=True, add_special_tokens=False)
+    words = encoding.word_ids
+    tags = [example.tags[w] if i + 1 == len(words) or words[i + 1] != w else IGNORE
+            for i, w in enumerate(words)]  # a word's tag sits on its last token
+    ids, tags = encoding.ids[:context - 2], tags[:context - 2]
+    if family == "gpt":
+        return gpt_inputs(tok, ids), None, [IGNORE, *tags, IGNORE]
+    return (*bert_inputs(tok, ids), [IGNORE, *tags, IGNORE])
+
+
 def collate(rows, tokenizer: Tokenizer) -> dict:
     """A batch dict from packed rows, padded on the right.
 
-    ``input_ids`` (B, T), ``pad_mask`` (B, T), ``label`` (B,); BERT adds ``segments`` (B, T); GPT adds
+    ``input_ids`` (B, T), ``pad_mask`` (B, T), ``label`` (B,), or (B, T) for a token-level task;
+    BERT adds ``segments`` (B, T); GPT adds
     ``lm_labels`` (B, T): the next token of the text at each position, IGNORE where the next token
     is padding or a special token.
     """
     ids = pad([r[0] for r in rows], tokenizer.pad_id)
+    labels = [r[2] for r in rows]
     batch = dict(input_ids=ids, pad_mask=(ids != tokenizer.pad_id).long(),
-                 label=torch.tensor([r[2] for r in rows], dtype=torch.long))
+                 label=pad(labels, IGNORE) if isinstance(labels[0], list) else torch.tensor(labels))
     if rows[0][1] is not None:
         batch["segments"] = pad([r[1] for r in rows], 0)
     else:
@@ -81,19 +99,23 @@ def collate(rows, tokenizer: Tokenizer) -> dict:
 
 
 class Classifier(nn.Module):
-    """A pretrained GPT or BERT with a linear classifier on its sequence summary.
+    """A pretrained GPT or BERT with a linear classifier on its sequence summary, or on every token.
 
     GPT: the last block's state at the ``[EXTRACT]`` token (the last real token of each row).
     BERT: the pooled ``[CLS]`` state. ``lm_coef`` (λ) weights GPT's auxiliary LM loss; 0 removes it.
+    ``per_token``: the same linear layer on the last block's state at every position (BERT's head
+    for token-level tasks, section 4.3; for GPT each position has read only what precedes it).
     """
 
-    def __init__(self, model, tokenizer: Tokenizer, labels, lm_coef: float = 0.5, dropout: float = 0.1):
+    def __init__(self, model, tokenizer: Tokenizer, labels, lm_coef: float = 0.5, dropout: float = 0.1,
+                 per_token: bool = False):
         super().__init__()
         if model.family == "bert" and lm_coef:
             raise ValueError("BERT fine-tunes without an auxiliary language-model loss: use lm_coef=0")
         self.model, self.tokenizer = model, tokenizer
         self.labels = tuple(labels)
         self.lm_coef = float(lm_coef)
+        self.per_token = per_token
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(model.config.d_model, len(self.labels))
         init_weights(self.head)
@@ -113,7 +135,8 @@ class Classifier(nn.Module):
         return collate(rows, self.tokenizer)
 
     def _forward(self, batch, predict):
-        """(class logits (B, n_classes), the model's output with LM logits where ``predict``)."""
+        """(class logits (B, n_classes) or (B, T, n_classes), the model's output with LM logits where
+        ``predict``)."""
         if self.family == "gpt":
             # Padding is on the right and attention is causal: no real position can see a pad, so
             # the fused causal kernel needs no padding mask.
@@ -124,19 +147,22 @@ class Classifier(nn.Module):
             out = self.model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
                              predict=False)
             summary = out.pooled
-        return self.head(self.drop(summary)), out
+        return self.head(self.drop(out.hidden if self.per_token else summary)), out
 
     def forward(self, batch):
-        """Class logits (B, n_classes)."""
+        """Class logits (B, n_classes), or (B, T, n_classes) ``per_token``."""
         return self._forward(batch, predict=False)[0]
 
     def loss(self, batch):
-        """L_task (+ λ·L_LM for GPT when λ > 0), and the batch's accuracy."""
+        """L_task (+ λ·L_LM for GPT when λ > 0), and the batch's accuracy (of the scored tokens)."""
         chosen = batch["lm_labels"] != IGNORE if self.lm_coef else False
         logits, out = self._forward(batch, predict=chosen)
-        logits = logits.float()
-        task = F.cross_entropy(logits, batch["label"])
-        metrics = dict(task_loss=task.detach(), accuracy=(logits.argmax(-1) == batch["label"]).float().mean())
+        logits, labels = logits.float(), batch["label"]
+        if self.per_token:
+            scored = labels != IGNORE
+            logits, labels = logits[scored], labels[scored]
+        task = F.cross_entropy(logits, labels)
+        metrics = dict(task_loss=task.detach(), accuracy=(logits.argmax(-1) == labels).float().mean())
         if not self.lm_coef:
             return task, metrics
         lm = F.cross_entropy(out.logits.float(), batch["lm_labels"][chosen])
@@ -150,8 +176,9 @@ def classifier_loss(classifier: Classifier, batch):
 
 
 @torch.no_grad()
-def predict(classifier: Classifier, examples: list[Example], batch_size: int = 64) -> list[int]:
-    """The predicted label of each example (eval mode; batches of similar length, original order back)."""
+def predict(classifier: Classifier, examples: list[Example | Tagged], batch_size: int = 64) -> list:
+    """The predicted label of each example, or of each word of a token-level example (eval mode;
+    batches of similar length, original order back)."""
     rows = classifier.pack(examples)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
     device = device_of(classifier)
@@ -159,14 +186,40 @@ def predict(classifier: Classifier, examples: list[Example], batch_size: int = 6
     with eval_mode(classifier):
         for s in range(0, len(order), batch_size):
             chunk = order[s:s + batch_size]
-            logits = classifier(to_device(classifier.collate([rows[i] for i in chunk]), device))
-            for i, p in zip(chunk, logits.argmax(-1).tolist()):
-                out[i] = p
+            predicted = classifier(to_device(classifier.collate([rows[i] for i in chunk]), device)).argmax(-1)
+            for i, p in zip(chunk, predicted.tolist()):
+                out[i] = [t for t, tag in zip(p, rows[i][2]) if tag != IGNORE] if classifier.per_token else p
     return out
 
 
-def _accuracy(classifier: Classifier, examples: list[Example]) -> float:
-    return accuracy([e.label for e in examples], predict(classifier, examples))
+def _scored(classifier: Classifier, examples: list[Example | Tagged]) -> tuple[list[int], list[int]]:
+    """(true labels, predicted labels) of every scored example, or every scored word."""
+    predicted = predict(classifier, examples)
+    if not classifier.per_token:
+        return [e.label for e in examples], predicted
+    truth = [t for e, p in zip(examples, predicted) for t in _tags_kept(e, len(p))]
+    return truth, [t for p in predicted for t in p]
+
+
+def _tags_kept(example: Tagged, n: int) -> list[int]:
+    """The scored tags of ``example``'s first ``n`` scored words (the rest were cut to the context)."""
+    return [t for t in example.tags if t != IGNORE][:n]
+
+
+def _scores(classifier: Classifier, examples: list[Example | Tagged]) -> dict:
+    """Accuracy; for a token-level task also the F1 of its positive tag (class 1), the task's score,
+    which the constant answer (the far more frequent class 0 everywhere) gets 0 on."""
+    truth, predicted = _scored(classifier, examples)
+    scores = dict(accuracy=accuracy(truth, predicted))
+    if classifier.per_token:
+        scores["f1"] = f1(truth, predicted)
+    return scores
+
+
+def score_name(task: Task) -> str:
+    """What fine-tuning on ``task`` selects on and reports first: "f1" for a token-level task, else
+    "accuracy"."""
+    return "f1" if task.token_level else "accuracy"
 
 
 # --- Fine-tuning -------------------------------------------------------------------------------------
@@ -201,7 +254,8 @@ def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = No
     ``restarts=1`` gives.
 
     Returns ``(classifier, result)``; ``result`` holds ``val_accuracy`` (best epoch), ``test_accuracy``,
-    ``majority_baseline``, ``epochs_run``, ``best_epoch``, ``train_examples``, ``seconds`` (all runs)
+    (for a token-level task, ``val_f1``, ``test_f1`` and ``test_token_accuracy``), ``majority_baseline``,
+    ``epochs_run``, ``best_epoch``, ``train_examples``, ``seconds`` (all runs)
     and the per-epoch ``history``; with restarts, ``run_seed`` (the kept run's) and every run's
     ``restart_val_accuracies``.
     """
@@ -211,19 +265,22 @@ def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = No
     cfg = cfg or FinetuneConfig()
     tic = time.perf_counter()
     device = torch.device(device or default_device())
-    best, vals = None, []
+    best, vals, key = None, [], f"val_{score_name(task)}"
     for i in range(cfg.restarts):  # keep one model at a time: the best so far, the first of equals
         run = _finetune_once(checkpoint, task, cfg, cfg.seed + 1000 * i, from_scratch, device, progress)
-        vals.append(run[1]["val_accuracy"])
-        if best is None or vals[-1] > best[1]["val_accuracy"]:
+        vals.append(run[1][key])
+        if best is None or vals[-1] > best[1][key]:
             best = run
     classifier, result = best
     if cfg.restarts > 1:
         result.update(restarts=cfg.restarts, run_seed=result["seed"], seed=cfg.seed,
                       restart_val_accuracies=vals)
-    result.update(test_accuracy=_accuracy(classifier, task.test) if task.test else None,
+    test = _scores(classifier, task.test) if task.test else {}
+    result.update({f"test_{score_name(task)}": test.get(score_name(task))},
                   majority_baseline=task.majority_baseline() if task.test else None,
                   seconds=round(time.perf_counter() - tic, 1))
+    if task.token_level:
+        result["test_token_accuracy"] = test.get("accuracy")
     return classifier, result
 
 
@@ -244,23 +301,24 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
     torch.manual_seed(seed)
     model = build(ck.config, family) if from_scratch else copy.deepcopy(ck.model)  # never alter the caller's
     freeze_layers(model, cfg.freeze)
-    classifier = Classifier(model, ck.tokenizer, task.labels, lm_coef).to(device)
+    classifier = Classifier(model, ck.tokenizer, task.labels, lm_coef, per_token=task.token_level).to(device)
     rows = classifier.pack(task.train)
     per_epoch = math.ceil(len(rows) / cfg.batch_size)
     steps = per_epoch * cfg.epochs
     train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=lr, decay="linear",
                             warmup=round(cfg.warmup * steps), weight_decay=cfg.weight_decay,
                             eval_every=per_epoch, seed=seed)
-    keep = KeepBest(lambda run: dict(accuracy=_accuracy(classifier, task.val)), "accuracy", cfg.patience)
+    metric = score_name(task)
+    keep = KeepBest(lambda run: _scores(classifier, task.val), metric, cfg.patience)
     batches = _epoch_batches(rows, classifier, cfg.batch_size, torch.Generator().manual_seed(seed))
     label = f"finetune {family} on {task.name}" + (" from scratch" if from_scratch else "")
     h = train(classifier, classifier_loss, batches, train_cfg, evaluate=keep, progress=progress and label)
     keep.restore(classifier)
     classifier.eval()
     losses = {r["step"]: r["loss"] for r in h.train}
-    history = [dict(epoch=r["step"] // per_epoch, train_loss=losses[r["step"]], val_accuracy=r["accuracy"])
-               for r in h.val]
-    result = dict(task=task.name, family=family, val_accuracy=keep.best, epochs_run=len(history),
+    history = [dict(epoch=r["step"] // per_epoch, train_loss=losses[r["step"]],
+                    **{f"val_{metric}": r[metric]}) for r in h.val]
+    result = dict(task=task.name, family=family, **{f"val_{metric}": keep.best}, epochs_run=len(history),
                   best_epoch=keep.best_step // per_epoch, train_examples=len(task.train), lm_coef=lm_coef,
                   freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, lr=lr,
                   batch_size=cfg.batch_size, history=history)
@@ -288,14 +346,17 @@ def keep_layers(checkpoint: Checkpoint, k: int, seed: int = 0) -> Checkpoint:
 
 
 def save_classifier(directory: str | Path, classifier: Classifier, **info) -> Path:
-    """Write a fine-tuned classifier (weights, config, tokenizer, labels) atomically, like a checkpoint."""
+    """Write a fine-tuned classifier (weights, config, tokenizer, labels, head kind) atomically, like a
+    checkpoint."""
     return save(directory, classifier, classifier.tokenizer, kind="classifier",
-                labels=list(classifier.labels), lm_coef=classifier.lm_coef, **info)
+                labels=list(classifier.labels), lm_coef=classifier.lm_coef, per_token=classifier.per_token,
+                **info)
 
 
 def load_classifier(directory: str | Path, device="cpu") -> Classifier:
     """Load what :func:`save_classifier` wrote, with every check of :func:`bertgpt.checkpoint.load`."""
     def wrap(model, tokenizer, info):
-        return Classifier(model, tokenizer, info["labels"], info.get("lm_coef", 0.0))
+        return Classifier(model, tokenizer, info["labels"], info.get("lm_coef", 0.0),
+                          per_token=info.get("per_token", False))
 
     return load(directory, device=device, kind="classifier", wrap=wrap).model

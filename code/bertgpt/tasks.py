@@ -7,6 +7,12 @@ Four tasks come from the State of the Union addresses; each is a stand-in for a 
     era            when a paragraph was written (before 1861 / 1861–1945 / after 1945)  ~ topic
     next           does paragraph B follow paragraph A in the same address?             ~ NSP, MRPC
     acceptability  a sentence as written, or with two neighbouring words swapped        ~ CoLA
+    boundaries     which words end a sentence, in lowercased text whose sentence-ending  ~ SQuAD, NER:
+                   punctuation was removed (a label per word)                              token level
+
+``boundaries`` is the token-level task. Whether a sentence ends after a word is mostly decided by
+what follows it ("... to the congress | we ..."), which a left-to-right model has not read when it
+must answer: the task BERT's two-sided context should win, as it won SQuAD in the papers.
 
 One comes from the second corpus, the King James Bible (``load_corpus("kjv")``), for measuring what
 pretraining on the addresses is worth on text of another genre::
@@ -39,14 +45,15 @@ from __future__ import annotations
 import bisect
 import csv
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .corpus import SPLITS, Corpus, Document, load_corpus
-from .inputs import hash_split, split_sentences  # the sentence splitter of BERT's NSP pairs
+from .inputs import IGNORE, hash_split, split_sentences  # the sentence splitter of BERT's NSP pairs
 
-TASKS = ("party", "era", "next", "acceptability", "genre")
+TASKS = ("party", "era", "next", "acceptability", "genre", "boundaries")
 TASK_CORPUS = dict(genre="kjv")  # the corpus a task is built from when none is given; else "sotu"
 CAPS = dict(train=2000, val=500, test=1000)  # most examples per split
 MIN_WORDS = 20  # shorter paragraphs (headings, salutations, one-line transitions) carry no signal
@@ -58,6 +65,28 @@ class Example:
     label: int
     text_b: str | None = None  # the second text of a pair task
     doc: str = ""              # id of the source document (for ``next``: paragraph A's)
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A token-level example: words and one tag per word (``IGNORE`` where a word is not scored)."""
+    words: tuple[str, ...]
+    tags: tuple[int, ...]
+    doc: str = ""
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+    @property
+    def text_b(self) -> None:
+        """A token-level example is one text."""
+        return None
+
+    @property
+    def label(self) -> int:
+        """Token-level examples have no label of their own: one group when splits are balanced."""
+        return 0
 
 
 @dataclass
@@ -72,19 +101,28 @@ class Task:
     def n_classes(self) -> int:
         return len(self.labels)
 
+    @property
+    def token_level(self) -> bool:
+        """Whether the task labels each word (:class:`Tagged` examples), not each example."""
+        return bool(self.train) and isinstance(self.train[0], Tagged)
+
     def split(self, name: str) -> list[Example]:
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, not {name!r}")
         return getattr(self, name)
 
     def majority_baseline(self, split: str = "test") -> float:
-        """Accuracy on ``split`` of always predicting the most frequent training label."""
+        """Accuracy on ``split`` of always predicting the most frequent training label (of each scored
+        word, for a token-level task)."""
         examples = self.split(split)
         if not self.train or not examples:
             raise ValueError(f"task {self.name!r} has no training or no {split} examples")
-        counts = Counter(e.label for e in self.train)
+        labels = (lambda es: [t for e in es for t in e.tags if t != IGNORE]) if self.token_level else \
+            (lambda es: [e.label for e in es])
+        counts = Counter(labels(self.train))
         majority = max(sorted(counts), key=counts.__getitem__)  # ties go to the smallest label
-        return sum(e.label == majority for e in examples) / len(examples)
+        scored = labels(examples)
+        return sum(label == majority for label in scored) / len(scored)
 
     def subsample(self, n: int, seed: int = 0) -> Task:
         """A copy with ``n`` training examples, stratified by label and seeded; val and test unchanged."""
@@ -224,8 +262,46 @@ def _genre(docs, rng):
             for v in d.paragraphs if len(v.split()) >= MIN_VERSE_WORDS]
 
 
+BOUNDARY_WORDS = 64  # most words per passage: about 90 tokens, inside the minis' context of 128
+_SENTENCE_END = re.compile(r"[.!?]+(?=[\"')\]]*$)")
+
+
+def _passages(sentences: list[str]):
+    """Runs of whole consecutive sentences of at most ``BOUNDARY_WORDS`` words, two or more each."""
+    run: list[list[str]] = []
+    for words in (s.split() for s in sentences):
+        if run and sum(map(len, run)) + len(words) > BOUNDARY_WORDS:
+            yield run
+            run = []
+        if len(words) <= BOUNDARY_WORDS:
+            run.append(words)
+    yield run
+
+
+def _boundaries(docs, rng):
+    """Passages of two or more sentences, lowercased, without the ``.``, ``!`` and ``?`` that end
+    sentences: each word tagged 1 if a sentence ends after it, else 0. The passage's last word is not
+    scored (that the text stops there gives it away)."""
+    out = []
+    for d in docs:
+        for p in _paragraphs(d):
+            for run in _passages(split_sentences(p)):
+                if len(run) < 2:
+                    continue
+                words, tags = [], []
+                for sentence in run:
+                    cut = [w.lower() for w in sentence[:-1]] + [_SENTENCE_END.sub("", sentence[-1].lower())]
+                    kept = [w for w in cut if w]
+                    words += kept
+                    tags += [0] * (len(kept) - 1) + [1]
+                if len(words) >= MIN_WORDS:
+                    out.append(Tagged(tuple(words), (*tags[:-1], IGNORE), doc=d.id))
+    return out
+
+
 _BUILDERS = dict(party=(_party, PARTIES), era=(_era, ERAS), next=(_next, ("not next", "next")),
-                 acceptability=(_acceptability, ("corrupted", "acceptable")), genre=(_genre, SECTIONS))
+                 acceptability=(_acceptability, ("corrupted", "acceptable")), genre=(_genre, SECTIONS),
+                 boundaries=(_boundaries, ("inside", "ends a sentence")))
 
 
 def load_task(name_or_csv: str | Path, corpus: Corpus | None = None, seed: int = 0) -> Task:
