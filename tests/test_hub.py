@@ -1,6 +1,7 @@
 """bertgpt.hub: the cache of pretrained models, shared safely between processes."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -82,6 +83,50 @@ def test_two_processes_asking_for_a_cold_model_train_it_once(tmp_path):
     assert [child.returncode for child in children] == [0, 0]
     assert log.read_text().splitlines() == ["trained"]  # the second waited on the lock, then loaded
     assert outputs[0] == outputs[1]  # and both got the same weights
+
+
+RESUMABLE = dict(steps=300, eval_every=20, snapshots=(40,))
+INTERRUPTED = textwrap.dedent(f"""
+    import torch
+    import bertgpt
+
+    torch.set_num_threads(1)
+    full = bertgpt.load_corpus("sotu")
+    corpus = bertgpt.Corpus("sotu-40", full.documents[::6][:40])
+    bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes={RESUMABLE!r})
+""")
+
+
+def test_an_interrupted_cold_pretrained_resumes_where_it_stopped(corpus, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BERTGPT_CACHE", str(cache))
+    directory = bertgpt.hub.cache_path("gpt-tiny", corpus, changes=RESUMABLE)
+    partial = directory.with_name(directory.name + ".partial")
+    snapshot = bertgpt.hub.snapshot_path(directory, 40)
+    env = {**os.environ, "BERTGPT_CACHE": str(cache)}
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED], env=env)
+    deadline = time.monotonic() + 240
+    while not ((partial / "training.pt").exists() and snapshot.exists()) and child.poll() is None:
+        assert time.monotonic() < deadline, "the run never saved a resumable state"
+        time.sleep(0.02)
+    child.kill()  # mid-run: after the snapshot at update 40, long before update 300
+    child.wait()
+    assert not directory.exists() and (partial / "training.pt").exists()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the interrupted run was started again from update 0")
+
+    with monkeypatch.context() as m:
+        m.setattr(bertgpt.hub, "pretrain", refuse)
+        resumed = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=RESUMABLE)
+    assert not partial.exists() and resumed.info["step"] == 300
+    early = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=RESUMABLE, step=40)
+    for path in (directory, snapshot.parent):  # the same run again, uninterrupted, on the same tokenizer
+        shutil.rmtree(path)
+    whole = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=RESUMABLE)
+    whole_early = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=RESUMABLE, step=40)
+    assert resumed.info["weights_sha256"] == whole.info["weights_sha256"]  # the same run, interrupted or not
+    assert early.info["weights_sha256"] == whole_early.info["weights_sha256"]
 
 
 def test_how_a_run_executes_is_not_part_of_the_cache_key_but_what_it_learns_is(corpus):

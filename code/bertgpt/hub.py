@@ -66,6 +66,7 @@ from .pretraining import (
     pretrain,
     pretraining_data,
     pretraining_loss,
+    resume,
     summary,
 )
 from .tokenizer import cache_dir, tokenizer_path
@@ -77,7 +78,8 @@ RUN_ONLY = ("precision", "compile")
 # Fields added after recipe 2: in the key only when a run changes them, so the entries cached before
 # they existed keep their keys.
 KEYED_IF_CHANGED = ("mask_split", "nsp", "positions")
-NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini")
+NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini",
+         "bert-mini-mlm", "bert-mini-ltr")
 # GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
 # (1.33M, tied embeddings included), trained on the same batches for about gpt-mini's wall time: on one
 # CPU thread it trains 1.52 times as many tokens per second (bench/lstm_speed.py), so 1,300 updates to
@@ -91,13 +93,21 @@ LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
 # position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
 # both papers, named in its card. The snapshots are not shipped: asked for, they are retrained as the
 # recipe's first updates (`pretrained(name, step=...)`).
+_BERT_COURSE = dict(steps=16000, eval_every=1000, short_fraction=0.0)
 COURSE = {
     "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
                                           snapshots=(10, 25, 50, 100, 200, 400, 800))),
     "bert-mini": dict(model=dict(positions="rotary"),
-                      train=dict(steps=16000, eval_every=1000, short_fraction=0.0,
-                                 snapshots=(50, 100, 200, 400, 800, 1600))),
+                      train=dict(_BERT_COURSE, snapshots=(50, 100, 200, 400, 800, 1600))),
+    # BERT's Table 5 in miniature: bert-mini's recipe with one change each, the same shape, tokens
+    # and updates. "No NSP" keeps the masked LM alone; "LTR & No NSP" trains the same Transformer
+    # left to right (causal attention, GPT's loss on every token) on bert-mini's own WordPiece tokens.
+    "bert-mini-mlm": dict(base="bert-mini", model=dict(positions="rotary"),
+                          train=dict(_BERT_COURSE, nsp=False, snapshots=())),
+    "bert-mini-ltr": dict(base="bert-mini", model=dict(positions="rotary", causal=True, segments=0),
+                          train=dict(_BERT_COURSE, nsp=False, snapshots=()), tokenizer="wordpiece"),
 }
+TABLE5 = {"MLM + NSP": "bert-mini", "MLM only": "bert-mini-mlm", "left to right": "bert-mini-ltr"}
 SHIPPED = Path(__file__).parent / "models"
 
 
@@ -106,6 +116,8 @@ def is_course(name: str, corpus: Corpus | None = None, changes: dict | None = No
     """Whether ``name`` means its course recipe: ``course`` when given (True only for a course model),
     else when ``name`` is a course model asked for as it ships: on the addresses, with no ``changes``
     and its family's own tokenizer."""
+    if "base" in COURSE.get(name, {}):  # a course variant exists only as its course recipe
+        return True
     if course is not None:
         return course
     if name not in COURSE or changes or tokenizer not in (None, DEFAULT_TOKENIZER[family_of(name)]):
@@ -126,7 +138,8 @@ def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, co
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
     if course and name not in COURSE:
         raise ValueError(f"{name!r} is not a course model; the course models are {', '.join(COURSE)}")
-    family, _, preset = name.partition("-")
+    course = course or "base" in COURSE.get(name, {})  # a course variant has no other recipe
+    family, _, preset = COURSE.get(name, {}).get("base", name).partition("-")
     if family == "lstm":  # a left-to-right language model: GPT's objective and recipe, another architecture
         model, train = model_config(preset, "gpt", **LSTM["model"]), train_config(preset, "gpt", seed=seed)
         configs = model, dataclasses.replace(train, **LSTM["train"])
@@ -137,6 +150,12 @@ def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, co
         configs = dataclasses.replace(configs[0], **recipe["model"]), dataclasses.replace(configs[1],
                                                                                           **recipe["train"])
     return replace_fields(changes or {}, *configs)
+
+
+def recipe_tokenizer(name: str, tokenizer: str | None = None) -> str | None:
+    """The tokenizer kind asked for, else the one course model ``name``'s recipe names (None: the
+    family's own)."""
+    return tokenizer or COURSE.get(name, {}).get("tokenizer")
 
 
 def family_of(name: str) -> str:
@@ -155,10 +174,11 @@ def card(name: str) -> dict:
 
 
 def course_models() -> str:
-    """One line naming the shipped course models by the first 12 hex digits of their weights' hashes,
-    which every chapter prints first: the same line on every page means one pair of models."""
+    """One line naming the two course models by the first 12 hex digits of their weights' hashes,
+    which every chapter prints first: the same line on every page means one pair of models (the
+    Table 5 variants, which chapter 4 alone uses, have cards of their own)."""
     return "course models: " + ", ".join(f"{name} {card(name)['provenance']['weights_sha256'][:12]}"
-                                         for name in COURSE)
+                                         for name in COURSE if "base" not in COURSE[name])
 
 
 def _shipped(name: str, directory) -> Path | None:
@@ -175,6 +195,7 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = 
     when it is not the family's own; of its course recipe when :func:`is_course`) on ``corpus``."""
     course = is_course(name, corpus, changes, tokenizer, course)
     cfg, tcfg = pretrained_configs(name, seed, changes, course)
+    tokenizer = recipe_tokenizer(name, tokenizer)
 
     def keyed(config, default):
         return {k: v for k, v in dataclasses.asdict(config).items()
@@ -253,6 +274,7 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     corpus = _corpus(corpus)
     course = is_course(name, corpus, changes, tokenizer, course)
     cfg, tcfg = pretrained_configs(name, seed, changes, course)
+    tokenizer = recipe_tokenizer(name, tokenizer)
     if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
         raise ValueError(f"{name} keeps its weights after updates {', '.join(map(str, tcfg.snapshots))} "
                          f"and {tcfg.steps} (the end), not {step}: ask for one of those")
@@ -260,7 +282,7 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     snapshot = None if step in (None, tcfg.steps) else snapshot_path(directory, step)
     shipped = _shipped(name, directory) if course else None
     if course:
-        _share_tokenizer(name, corpus, cfg)
+        share_tokenizer(name, corpus, cfg, tokenizer)
     if shipped is not None and snapshot is None:
         return load(shipped, cfg.family, device or "cpu")  # hash-checked, as every checkpoint
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -276,14 +298,15 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     return load(directory if snapshot is None else snapshot, cfg.family, device or "cpu")
 
 
-def _share_tokenizer(name: str, corpus: Corpus, cfg) -> None:
+def share_tokenizer(name: str, corpus: Corpus, cfg, kind: str | None = None) -> None:
     """Put course model ``name``'s shipped tokenizer where training on ``corpus`` looks for one, when
     it was trained on ``corpus`` and none is there yet: its snapshots and variants then read the same
     token ids as the shipped weights (one trained again numbers about 65 of its 4,096 tokens
     otherwise)."""
+    name = COURSE.get(name, {}).get("base", name)  # a Table 5 variant reads its base model's tokens
     if _shipped_corpus(name) != corpus.fingerprint:
         return
-    path = tokenizer_path(corpus, DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
+    path = tokenizer_path(corpus, kind or DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -292,19 +315,40 @@ def _share_tokenizer(name: str, corpus: Corpus, cfg) -> None:
 
 
 def _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes, until=None):
-    """Pretrain ``name`` and write its snapshots, then (unless stopped at ``until``) the entry."""
+    """Pretrain ``name``, writing each snapshot as it is reached, then (unless stopped at ``until``)
+    the entry. The run keeps a resumable checkpoint in ``<entry>.partial`` at every evaluation: an
+    interrupted first call costs only the updates since the last one, and a run stopped at ``until``
+    goes on from there when a later snapshot or the entry is asked for."""
+    info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {})
+
+    def keep(step, model, tok):
+        save(snapshot_path(directory, step), model, tok, step=step, tokenizer_kind=tok.kind, **info)
+
+    partial = directory.with_name(directory.name + ".partial")
     with training_threads():
-        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
-                                       progress=progress, until=until)
-    info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {},
-                tokenizer_kind=tok.kind)
-    for s, weights in history.snapshots.items():  # the snapshots first, then the entry vouching for them
-        snap = build(model.config)
-        snap.load_state_dict(weights)
-        save(snapshot_path(directory, s), snap, tok, step=s, **info)
+        if _resumable(partial):
+            model, tok, history = resume(partial, corpus, device=device, progress=progress, until=until,
+                                         on_snapshot=keep)
+        else:
+            model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
+                                           progress=progress, out=partial, until=until, on_snapshot=keep)
     if until is None:
-        save(directory, model.cpu(), tok, step=tcfg.steps, **info, metrics=summary(model, history),
+        save(directory, model.cpu(), tok, step=tcfg.steps, tokenizer_kind=tok.kind, **info,
+             metrics=summary(model, history),
              history=dict(train=history.train, val=history.val, tokens=history.tokens))
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _resumable(partial: Path) -> bool:
+    """Whether ``partial`` holds an interrupted run that can go on (a damaged one is trained again)."""
+    if not (partial / "training.pt").exists():
+        return False
+    try:
+        load(partial)
+        return True
+    except CheckpointError as exc:
+        warnings.warn(f"training {partial.name} again from the start: {exc}", stacklevel=3)
+        return False
 
 
 def snapshot_path(directory, step: int):
@@ -320,8 +364,8 @@ def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
     course = is_course(name, corpus, changes)
     cfg, _ = pretrained_configs(name, seed, changes, course)
     if course:
-        _share_tokenizer(name, corpus, cfg)
-    tok, cfg = prepare(corpus, cfg)
+        share_tokenizer(name, corpus, cfg, recipe_tokenizer(name))
+    tok, cfg = prepare(corpus, cfg, recipe_tokenizer(name))
     torch.manual_seed(seed)
     return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.family, untrained=True))
 

@@ -265,24 +265,29 @@ def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None):
 
 
 def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, *, tokenizer: str | None = None,
-             device=None, progress: bool = True, out=None, until: int | None = None):
+             device=None, progress: bool = True, out=None, until: int | None = None, on_snapshot=None):
     """Train a tokenizer (cached) and a model of ``cfg`` on ``corpus``.
 
     Returns ``(model, tokenizer, history)``; the model's vocabulary is the tokenizer's real size.
     With ``out`` (a directory), a checkpoint with the training state is saved there at every
     evaluation; :func:`resume` continues from it. ``until`` stops after that many of the recipe's
-    updates (:func:`bertgpt.trainer.train`).
+    updates (:func:`bertgpt.trainer.train`). ``on_snapshot(step, model, tokenizer)``, when given, is
+    called at each of ``train_cfg.snapshots`` instead of keeping the weights in ``history.snapshots``
+    (so that they can be written at once, and outlive an interruption).
     """
     tok, cfg = prepare(corpus, cfg, tokenizer)
     torch.manual_seed(train_cfg.seed)
     model = build(cfg).to(device or default_device())
-    return model, tok, _train(model, tok, corpus, train_cfg, dict(progress=progress, until=until), out)
+    options = dict(progress=progress, until=until, on_snapshot=on_snapshot)
+    return model, tok, _train(model, tok, corpus, train_cfg, options, out)
 
 
-def resume(directory, corpus: Corpus, *, device=None, progress: bool = True):
+def resume(directory, corpus: Corpus, *, device=None, progress: bool = True, until: int | None = None,
+           on_snapshot=None):
     """Continue the interrupted :func:`pretrain` run saved in ``directory``, on the same ``corpus``.
 
     Returns what :func:`pretrain` returns; the weights are those the uninterrupted run reaches.
+    ``until`` and ``on_snapshot`` are :func:`pretrain`'s.
     """
     ck = load(directory, device=device or default_device())
     state = load_training_state(directory)
@@ -290,7 +295,7 @@ def resume(directory, corpus: Corpus, *, device=None, progress: bool = True):
         raise CheckpointError(f"{str(directory)!r} was pretrained on another corpus than {corpus.name!r}: "
                               "resume it with the same --corpus")
     train_cfg = TrainConfig(**ck.info["train"])
-    options = dict(progress=progress, resume=state)
+    options = dict(progress=progress, resume=state, until=until, on_snapshot=on_snapshot)
     history = _train(ck.model, ck.tokenizer, corpus, train_cfg, options, directory)
     return ck.model, ck.tokenizer, history
 
@@ -382,7 +387,9 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
 
     def evaluate(run):
         metrics = validate(model, loss_fn, val_batches)
-        if run.step in train_cfg.snapshots:  # in memory: a resumed run has only those after the restart
+        if run.step in train_cfg.snapshots and options.get("on_snapshot"):
+            options["on_snapshot"](run.step, model, tok)
+        elif run.step in train_cfg.snapshots:  # in memory: a resumed run has only those after the restart
             weights = model.state_dict()
             run.history.snapshots[run.step] = {k: v.detach().cpu().clone() for k, v in weights.items()}
         if out is not None:  # a checkpoint to resume from, with this evaluation in its history
