@@ -29,7 +29,6 @@ from pathlib import Path
 
 import torch
 
-from bertgpt.cli import _parser
 from bertgpt.trainer import resolve_precision
 
 CODE = str(Path(__file__).resolve().parents[1] / "code")
@@ -53,8 +52,12 @@ def part(name, fn, report):
 
 
 def cli(*argv):
-    args = _parser().parse_args([str(a) for a in argv])
-    return args.run(args)
+    """``python -m bertgpt ARGV``, as a user runs it: its last line of output, the JSON result."""
+    done = subprocess.run([sys.executable, "-m", "bertgpt", *map(str, argv)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": CODE})
+    if done.returncode:
+        raise RuntimeError(f"python -m bertgpt {' '.join(map(str, argv))} failed: {done.stderr[-1000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 KEEP = ("tokens_per_second", "ms_per_step", "mfu", "model_tflops", "peak_tflops", "peak_source", "final_loss",

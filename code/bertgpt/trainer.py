@@ -345,11 +345,48 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
     update sees N·``cfg.accumulate`` micro-batches: the update a single process makes with
     ``accumulate`` N times larger. Every process runs ``evaluate``; only rank 0 shows progress.
     """
+    run, net, ddp, batches = _start(model, batches, cfg, resume)
+    device, (rank, size) = device_of(model), world()
+    quiet = not progress or bool(os.environ.get("BERTGPT_QUIET")) or rank != 0
+    bar = tqdm(total=cfg.steps, initial=run.step, desc=progress if isinstance(progress, str) else "train",
+               disable=quiet, mininterval=1.0, leave=False)
+    autocast = precision(device, cfg.precision)
+    running, logged, start, eval_seconds = 0.0, 0, time.perf_counter(), 0.0
+    last = min(until or cfg.steps, cfg.steps)
+    while run.step < last and not run.stop:
+        running = _update(run, net, ddp, loss_fn, batches, cfg, autocast, running)
+        run.step += 1
+        logged += 1
+        evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == last
+                                               or run.step in cfg.snapshots)
+        if run.step % 10 == 0 or run.step == last or evaluating:
+            if size > 1:  # the loss of all processes' batches, not only rank 0's
+                running = torch.as_tensor(running, dtype=torch.float32, device=device)
+                dist.all_reduce(running)
+                running = running / size
+            run.history.train.append(dict(step=run.step, loss=float(running) / (logged * cfg.accumulate),
+                                          lr=run.schedule.get_last_lr()[0]))
+            running, logged = 0.0, 0
+            bar.set_postfix(loss=f"{run.history.train[-1]['loss']:.3f}", refresh=False)
+        if evaluating:
+            tic = time.perf_counter()
+            elapsed = tic - start - eval_seconds  # training time so far; evaluation time is not training time
+            run.history.val.append(dict(step=run.step, seconds=round(elapsed, 2), **evaluate(run)))
+            eval_seconds += time.perf_counter() - tic
+        bar.update(1)
+    bar.close()
+    run.history.seconds = time.perf_counter() - start - eval_seconds
+    return run.history
+
+
+def _start(model, batches, cfg: TrainConfig, resume: dict | None):
+    """What :func:`train` runs with: the :class:`Run` (optimizer, schedule, scaler; restored from
+    ``resume``), the module the loss function calls (DDP- and compile-wrapped as asked), the DDP
+    wrapper or None, and this process's stream of batches (from where a resumed run stopped)."""
     device = device_of(model)
     rank, size = world()
     torch.manual_seed(cfg.seed + rank)  # dropout: each process its own masks
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
     optimizer = optimizer_for(model, cfg)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
     run = Run(model, optimizer, schedule, History(), scaler=grad_scaler(device, cfg.precision))
@@ -368,49 +405,27 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
     net = ddp or model  # what the loss function calls
     if cfg.compile:
         net = torch.compile(net)
-    quiet = not progress or bool(os.environ.get("BERTGPT_QUIET")) or rank != 0
-    bar = tqdm(total=cfg.steps, initial=run.step, desc=progress if isinstance(progress, str) else "train",
-               disable=quiet, mininterval=1.0, leave=False)
-    autocast, scaler = precision(device, cfg.precision), run.scaler
-    running, logged, start, eval_seconds = 0.0, 0, time.perf_counter(), 0.0
-    last = min(until or cfg.steps, cfg.steps)
-    while run.step < last and not run.stop:
-        for i in range(cfg.accumulate):
-            batch = to_device(next(batches), device)
-            run.history.tokens += _count_tokens(batch) * size
-            # DDP averages gradients across processes once per update, after the last micro-batch
-            sync = ddp.no_sync() if ddp is not None and i < cfg.accumulate - 1 else contextlib.nullcontext()
-            with sync:
-                with autocast:
-                    loss, _ = _split(loss_fn(net, batch))
-                scaler.scale(loss / cfg.accumulate).backward()
-            running += loss.detach()
-        if cfg.grad_clip:
-            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        scaler.step(optimizer)  # skipped by fp16's scaler when a gradient overflowed
-        scaler.update()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        run.step += 1
-        logged += 1
-        evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == last
-                                               or run.step in cfg.snapshots)
-        if run.step % 10 == 0 or run.step == last or evaluating:
-            if size > 1:  # the loss of all processes' batches, not only rank 0's
-                running = torch.as_tensor(running, dtype=torch.float32, device=device)
-                dist.all_reduce(running)
-                running = running / size
-            run.history.train.append(dict(step=run.step, loss=float(running) / (logged * cfg.accumulate),
-                                          lr=schedule.get_last_lr()[0]))
-            running, logged = 0.0, 0
-            bar.set_postfix(loss=f"{run.history.train[-1]['loss']:.3f}", refresh=False)
-        if evaluating:
-            tic = time.perf_counter()
-            elapsed = tic - start - eval_seconds  # training time so far; evaluation time is not training time
-            run.history.val.append(dict(step=run.step, seconds=round(elapsed, 2), **evaluate(run)))
-            eval_seconds += time.perf_counter() - tic
-        bar.update(1)
-    bar.close()
-    run.history.seconds = time.perf_counter() - start - eval_seconds
-    return run.history
+    return run, net, ddp, batches
+
+
+def _update(run: Run, net, ddp, loss_fn, batches, cfg: TrainConfig, autocast, running):
+    """One optimizer update of ``cfg.accumulate`` micro-batches; returns ``running`` plus their losses."""
+    device, size = device_of(run.model), world()[1]
+    for i in range(cfg.accumulate):
+        batch = to_device(next(batches), device)
+        run.history.tokens += _count_tokens(batch) * size
+        # DDP averages gradients across processes once per update, after the last micro-batch
+        sync = ddp.no_sync() if ddp is not None and i < cfg.accumulate - 1 else contextlib.nullcontext()
+        with sync:
+            with autocast:
+                loss, _ = _split(loss_fn(net, batch))
+            run.scaler.scale(loss / cfg.accumulate).backward()
+        running += loss.detach()
+    if cfg.grad_clip:
+        run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad], cfg.grad_clip)
+    run.scaler.step(run.optimizer)  # skipped by fp16's scaler when a gradient overflowed
+    run.scaler.update()
+    run.schedule.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return running
