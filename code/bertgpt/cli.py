@@ -44,45 +44,55 @@ import torch
 from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
 from .compute import flops_per_token, peak_tflops
 from .config import (
-                     FAMILIES,
-                     PRESETS,
-                     FinetuneConfig,
-                     ModelConfig,
-                     TrainConfig,
-                     apply_overrides,
-                     model_config,
-                     train_config,
+    FAMILIES,
+    PRESETS,
+    FinetuneConfig,
+    ModelConfig,
+    TrainConfig,
+    apply_overrides,
+    model_config,
+    train_config,
 )
 from .corpus import CORPORA, load_corpus
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
 from .heldout import heldout_metrics
-from .hub import COURSE, NAMES, card, family_of, pretrained, pretrained_configs, untrained
+from .hub import (
+    COURSE,
+    NAMES,
+    card,
+    family_of,
+    pretrained,
+    pretrained_configs,
+    recipe_tokenizer,
+    share_tokenizer,
+    untrained,
+)
 from .inputs import IGNORE
 from .model import build, count_parameters
 from .pretraining import (
-                          DEFAULT_TOKENIZER,
-                          clm_loss,
-                          continuation_config,
-                          continue_pretraining,
-                          mlm_nsp_loss,
-                          prepare,
-                          pretrain,
-                          resume,
-                          summary,
+    DEFAULT_TOKENIZER,
+    clm_loss,
+    continuation_config,
+    continue_pretraining,
+    mlm_nsp_loss,
+    prepare,
+    pretrain,
+    resume,
+    summary,
 )
 from .probes import POOLS, probe
 from .tasks import TASKS, load_task
 from .tokenizer import KINDS
 from .trainer import (
-                      barrier,
-                      default_device,
-                      finish_distributed,
-                      init_distributed,
-                      is_main,
-                      resolve_precision,
-                      train,
-                      world,
+    barrier,
+    default_device,
+    finish_distributed,
+    init_distributed,
+    is_main,
+    resolve_precision,
+    train,
+    world,
 )
 
 
@@ -158,12 +168,16 @@ def _pretrain(args, device) -> dict | None:
         model, tok, history, train_info = _continue(args, corpus, device)
     else:
         out, (cfg, tcfg) = _out(args), _configs(args)
+        tokenizer = args.tokenizer
+        if getattr(args, "recipe", None):  # a course recipe reads the shipped model's token ids
+            tokenizer = recipe_tokenizer(args.recipe, tokenizer)
+            share_tokenizer(args.recipe, corpus, cfg, tokenizer)
         if world()[1] > 1:  # one process per machine trains the tokenizer into its cache; the rest load it
             if int(os.environ.get("LOCAL_RANK", 0)) == 0:
-                prepare(corpus, cfg, args.tokenizer)
+                prepare(corpus, cfg, tokenizer)
             barrier()
         train_info = dataclasses.asdict(tcfg)
-        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=args.tokenizer, device=device, out=out)
+        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device, out=out)
     if not is_main():
         return None
     metrics = summary(model, history)
@@ -324,6 +338,16 @@ def cmd_evaluate(args) -> dict:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bertgpt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    _training_commands(sub)
+    _model_commands(sub)
+    return parser
+
+
+def _checkpoint_argument(p) -> None:
+    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
+
+
+def _training_commands(sub) -> None:
     p = sub.add_parser("pretrain", help="pretrain a GPT or BERT and save a checkpoint")
     _common(p)
     p.add_argument("--out", help="checkpoint directory to write (saved at every evaluation, to resume)")
@@ -341,24 +365,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="measure training speed on random tokens")
     _common(p)
     p.set_defaults(run=cmd_bench, steps=20)
-    p = sub.add_parser("generate", help="continue a prompt with a GPT")
-    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
-    p.add_argument("--prompt", default="", help="text to continue (empty: start a new document)")
-    p.add_argument("--max-new-tokens", type=int, default=50)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
-    p.add_argument("--top-k", type=int, help="sample among the k most probable tokens")
-    p.add_argument("--top-p", type=float, help="sample among the most probable tokens holding mass p")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, help="CTRL's penalty; 1 means none")
-    p.add_argument("--greedy", action="store_true", help="always take the most probable token")
-    p.add_argument("--seed", type=int, help="repeat a sample exactly")
-    p.set_defaults(run=cmd_generate)
-    p = sub.add_parser("fill", help="predict the [MASK] tokens of a text with a BERT")
-    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
-    p.add_argument("--text", required=True, help='text holding one or more [MASK], e.g. "the [MASK] is"')
-    p.add_argument("--top-k", type=int, default=5, help="candidates per mask")
-    p.set_defaults(run=cmd_fill)
     p = sub.add_parser("finetune", help="fine-tune a GPT or BERT on a task and save the classifier")
-    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
+    _checkpoint_argument(p)
     p.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}, or a CSV (text, label)")
     p.add_argument("--out", required=True, help="directory to write the fine-tuned classifier to")
     p.add_argument("--examples", type=int, help="train on this many examples (stratified; default: all)")
@@ -370,8 +378,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="cuda, mps or cpu (default: the best available)")
     p.set_defaults(run=cmd_finetune)
+
+
+def _model_commands(sub) -> None:
+    p = sub.add_parser("generate", help="continue a prompt with a GPT")
+    _checkpoint_argument(p)
+    p.add_argument("--prompt", default="", help="text to continue (empty: start a new document)")
+    p.add_argument("--max-new-tokens", type=int, default=50)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
+    p.add_argument("--top-k", type=int, help="sample among the k most probable tokens")
+    p.add_argument("--top-p", type=float, help="sample among the most probable tokens holding mass p")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, help="CTRL's penalty; 1 means none")
+    p.add_argument("--greedy", action="store_true", help="always take the most probable token")
+    p.add_argument("--seed", type=int, help="repeat a sample exactly")
+    p.set_defaults(run=cmd_generate)
+    p = sub.add_parser("fill", help="predict the [MASK] tokens of a text with a BERT")
+    _checkpoint_argument(p)
+    p.add_argument("--text", required=True, help='text holding one or more [MASK], e.g. "the [MASK] is"')
+    p.add_argument("--top-k", type=int, default=5, help="candidates per mask")
+    p.set_defaults(run=cmd_fill)
     p = sub.add_parser("probe", help="linear-probe accuracy of each layer of a frozen model on a task")
-    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
+    _checkpoint_argument(p)
     p.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}, or a CSV (text, label)")
     p.add_argument("--examples", type=int, default=1000, help="training examples for the probes")
     p.add_argument("--pool", choices=POOLS, default="mean",
@@ -383,10 +410,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=tuple(COURSE))
     p.set_defaults(run=cmd_card)
     p = sub.add_parser("evaluate", help="held-out figures of a GPT or BERT on the test addresses, as JSON")
-    p.add_argument("--checkpoint", required=True, help=f"a checkpoint directory or one of {', '.join(NAMES)}")
+    _checkpoint_argument(p)
     p.add_argument("--device", help="cuda, mps or cpu (default: the CPU)")
     p.set_defaults(run=cmd_evaluate)
-    return parser
 
 
 def main(argv=None) -> None:
