@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [p.resolve() for p in args.paths] or sorted(CHAPTERS.glob("*.ipynb"))
 
     os.environ["BERTGPT_STATIC"] = "1"  # the kernel inherits it: widgets become static figures
+    os.environ["BERTGPT_QUIET"] = "1"  # and no progress bars in the pages' stored outputs
     ran, failed = {}, []
     for path in paths:
         name = path.relative_to(ROOT).as_posix()

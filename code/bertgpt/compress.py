@@ -22,7 +22,6 @@ import contextlib
 import copy
 import dataclasses
 import io
-import math
 import statistics
 import time
 import warnings
@@ -33,11 +32,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as _checkpoint
 
 from .checkpoint import Checkpoint
-from .config import FINETUNE_LR, FinetuneConfig, TrainConfig
+from .config import FinetuneConfig
 from .evaluate import accuracy
-from .finetune import Classifier, predict
+from .finetune import Classifier, fine_tuning_run, predict
 from .tasks import Example, Task
-from .trainer import KeepBest, default_device, eval_mode, to_device, train
+from .trainer import default_device, eval_mode, to_device
 
 # --- Measuring --------------------------------------------------------------------------------------
 
@@ -153,7 +152,7 @@ def distillation_loss(student_logits, teacher_probs, labels, temperature: float,
 
 
 def distill(teacher: Classifier, student: Checkpoint, task: Task, cfg: FinetuneConfig | None = None, *,
-            temperature: float = 2.0, alpha: float = 1.0, device=None):
+            temperature: float = 2.0, alpha: float = 1.0, device=None, progress: bool = True):
     """Train ``student`` (a pretrained or :func:`shrink`-ed checkpoint) to imitate ``teacher`` on the
     texts of ``task.train``: the recipe of :func:`bertgpt.finetune.finetune` (one AdamW, warm-up then
     linear decay, early stopping on ``task.val`` accuracy, best epoch kept), with
@@ -161,51 +160,27 @@ def distill(teacher: Classifier, student: Checkpoint, task: Task, cfg: FinetuneC
     labels of ``task.train`` are never read: the teacher's soft labels are the whole signal.
 
     Returns ``(classifier, result)`` like ``finetune``: ``val_accuracy``, ``test_accuracy``,
-    ``history``, ``seconds``.
+    ``history``, ``seconds``. ``progress`` shows a bar (``BERTGPT_QUIET=1`` hides every bar).
     """
     cfg = cfg or FinetuneConfig()
     tic = time.perf_counter()
     device = torch.device(device or default_device())
-    family = student.model.family
     torch.manual_seed(cfg.seed)
     model = copy.deepcopy(student.model)
     classifier = Classifier(model, student.tokenizer, task.labels, lm_coef=0.0).to(device)
-    rows = classifier.pack(task.train)
     targets = soft_targets(teacher, task.train, temperature)
-    per_epoch = math.ceil(len(rows) / cfg.batch_size)
-    steps = per_epoch * cfg.epochs
-    lr = cfg.lr or FINETUNE_LR[family]
-    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=lr, decay="linear",
-                            warmup=round(cfg.warmup * steps), weight_decay=cfg.weight_decay,
-                            eval_every=per_epoch, seed=cfg.seed)
-
-    def batches():
-        generator = torch.Generator().manual_seed(cfg.seed)
-        while True:
-            order = torch.randperm(len(rows), generator=generator).tolist()
-            for s in range(0, len(order), cfg.batch_size):
-                chunk = order[s:s + cfg.batch_size]
-                batch = classifier.collate([rows[i] for i in chunk])
-                batch["teacher"] = targets[chunk]
-                yield batch
 
     def loss_fn(net, batch):
         logits = net(batch)
         loss = distillation_loss(logits, batch["teacher"], batch["label"], temperature, alpha)
         return loss, dict(accuracy=(logits.argmax(-1) == batch["label"]).float().mean())
 
-    def val_accuracy(_run):
-        return dict(accuracy=accuracy([e.label for e in task.val], predict(classifier, task.val)))
-
-    keep = KeepBest(val_accuracy, "accuracy", cfg.patience)
-    h = train(classifier, loss_fn, batches(), train_cfg, evaluate=keep, progress=False)
-    keep.restore(classifier)
-    classifier.eval()
-    history = [dict(epoch=r["step"] // per_epoch, val_accuracy=r["accuracy"]) for r in h.val]
+    run = fine_tuning_run(classifier, task, cfg, cfg.seed, loss_fn=loss_fn,
+                          extra=lambda chunk: dict(teacher=targets[chunk]),
+                          progress=progress and f"distill into {student.model.family} on {task.name}")
     test = accuracy([e.label for e in task.test], predict(classifier, task.test)) if task.test else None
-    return classifier, dict(task=task.name, family=family, val_accuracy=keep.best, test_accuracy=test,
-                            best_epoch=keep.best_step // per_epoch, temperature=temperature, alpha=alpha,
-                            seed=cfg.seed, lr=lr, history=history,
+    return classifier, dict(task=task.name, family=student.model.family, **run, test_accuracy=test,
+                            temperature=temperature, alpha=alpha, seed=cfg.seed,
                             seconds=round(time.perf_counter() - tic, 1))
 
 

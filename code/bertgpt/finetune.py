@@ -149,9 +149,10 @@ class Classifier(nn.Module):
             summary = out.pooled
         return self.head(self.drop(out.hidden if self.per_token else summary)), out
 
-    def forward(self, batch):
-        """Class logits (B, n_classes), or (B, T, n_classes) ``per_token``."""
-        return self._forward(batch, predict=False)[0]
+    def forward(self, batch, with_loss: bool = False):
+        """Class logits (B, n_classes), or (B, T, n_classes) ``per_token``; with ``with_loss``,
+        :meth:`loss`'s (loss, metrics) instead, so that the trainer's wrapped module computes it."""
+        return self.loss(batch) if with_loss else self._forward(batch, predict=False)[0]
 
     def loss(self, batch):
         """L_task (+ λ·L_LM for GPT when λ > 0), and the batch's accuracy (of the scored tokens)."""
@@ -170,9 +171,10 @@ class Classifier(nn.Module):
         return task + self.lm_coef * lm, metrics
 
 
-def classifier_loss(classifier: Classifier, batch):
-    """The loss function handed to the trainer."""
-    return classifier.loss(batch)
+def classifier_loss(net, batch):
+    """The loss function handed to the trainer: ``net`` is the classifier, or what the trainer
+    wrapped it in (DistributedDataParallel, ``torch.compile``), called as a module."""
+    return net(batch, with_loss=True)
 
 
 @torch.no_grad()
@@ -239,13 +241,14 @@ def freeze_layers(model, k: int) -> None:
 
 
 def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = None, *,
-             from_scratch: bool = False, device=None, progress: bool = False):
+             from_scratch: bool = False, device=None, progress: bool = True):
     """Fine-tune a pretrained model (a :class:`~bertgpt.checkpoint.Checkpoint`) on ``task``.
 
     ``cfg`` holds the recipe (default: :class:`~bertgpt.config.FinetuneConfig`'s defaults); its
     ``lm_coef`` applies to GPT only. ``from_scratch`` trains the same architecture from a random
     initialisation (the baseline): only the checkpoint's config and tokenizer are used, so
-    ``bertgpt.untrained(name)`` serves. ``progress`` shows a bar for each run.
+    ``bertgpt.untrained(name)`` serves. ``progress`` shows a bar for each run (``BERTGPT_QUIET=1``
+    hides every bar, as the book's execution does).
 
     ``cfg.restarts`` > 1 is the remedy Devlin et al. (2019, section 4.1) used when fine-tuning
     BERT-LARGE on small datasets was unstable: the run is repeated with other fine-tuning seeds
@@ -284,12 +287,41 @@ def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = No
     return classifier, result
 
 
-def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: torch.Generator):
-    """Endless batches: one fresh permutation of ``rows`` per epoch."""
+def _epoch_batches(rows, classifier: Classifier, batch_size: int, generator: torch.Generator, extra=None):
+    """Endless batches: one fresh permutation of ``rows`` per epoch; ``extra(chunk)`` adds entries to
+    each batch from the indices of its rows."""
     while True:
         order = torch.randperm(len(rows), generator=generator).tolist()
         for s in range(0, len(order), batch_size):
-            yield classifier.collate([rows[i] for i in order[s:s + batch_size]])
+            chunk = order[s:s + batch_size]
+            yield {**classifier.collate([rows[i] for i in chunk]), **(extra(chunk) if extra else {})}
+
+
+def fine_tuning_run(classifier: Classifier, task: Task, cfg: FinetuneConfig, seed: int, *,
+                    loss_fn=classifier_loss, extra=None, progress: bool | str = False) -> dict:
+    """The one fine-tuning recipe, which :func:`finetune` and :func:`bertgpt.compress.distill` share:
+    ``cfg.epochs`` passes over ``task.train`` in shuffled batches (``extra``: see
+    :func:`_epoch_batches`), one AdamW with warm-up and linear decay to zero, validation after each
+    epoch, the best epoch's weights kept and ``cfg.patience`` epochs without improvement ending
+    the run. Trains ``classifier`` in place (in eval mode after); returns the run's figures."""
+    rows = classifier.pack(task.train)
+    per_epoch = math.ceil(len(rows) / cfg.batch_size)
+    steps = per_epoch * cfg.epochs
+    lr = cfg.lr or FINETUNE_LR[classifier.family]
+    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=lr, decay="linear",
+                            warmup=round(cfg.warmup * steps), weight_decay=cfg.weight_decay,
+                            eval_every=per_epoch, seed=seed)
+    metric = score_name(task)
+    keep = KeepBest(lambda run: _scores(classifier, task.val), metric, cfg.patience)
+    batches = _epoch_batches(rows, classifier, cfg.batch_size, torch.Generator().manual_seed(seed), extra)
+    h = train(classifier, loss_fn, batches, train_cfg, evaluate=keep, progress=progress)
+    keep.restore(classifier)
+    classifier.eval()
+    losses = {r["step"]: r["loss"] for r in h.train}
+    history = [dict(epoch=r["step"] // per_epoch, train_loss=losses[r["step"]],
+                    **{f"val_{metric}": r[metric]}) for r in h.val]
+    return {f"val_{metric}": keep.best, "epochs_run": len(history), "best_epoch": keep.best_step // per_epoch,
+            "lr": lr, "batch_size": cfg.batch_size, "history": history}
 
 
 def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, from_scratch: bool, device,
@@ -297,31 +329,14 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
     """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""
     family = ck.model.family
     lm_coef = cfg.lm_coef if family == "gpt" else 0.0
-    lr = cfg.lr or FINETUNE_LR[family]
     torch.manual_seed(seed)
     model = build(ck.config, family) if from_scratch else copy.deepcopy(ck.model)  # never alter the caller's
     freeze_layers(model, cfg.freeze)
     classifier = Classifier(model, ck.tokenizer, task.labels, lm_coef, per_token=task.token_level).to(device)
-    rows = classifier.pack(task.train)
-    per_epoch = math.ceil(len(rows) / cfg.batch_size)
-    steps = per_epoch * cfg.epochs
-    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=lr, decay="linear",
-                            warmup=round(cfg.warmup * steps), weight_decay=cfg.weight_decay,
-                            eval_every=per_epoch, seed=seed)
-    metric = score_name(task)
-    keep = KeepBest(lambda run: _scores(classifier, task.val), metric, cfg.patience)
-    batches = _epoch_batches(rows, classifier, cfg.batch_size, torch.Generator().manual_seed(seed))
     label = f"finetune {family} on {task.name}" + (" from scratch" if from_scratch else "")
-    h = train(classifier, classifier_loss, batches, train_cfg, evaluate=keep, progress=progress and label)
-    keep.restore(classifier)
-    classifier.eval()
-    losses = {r["step"]: r["loss"] for r in h.train}
-    history = [dict(epoch=r["step"] // per_epoch, train_loss=losses[r["step"]],
-                    **{f"val_{metric}": r[metric]}) for r in h.val]
-    result = dict(task=task.name, family=family, **{f"val_{metric}": keep.best}, epochs_run=len(history),
-                  best_epoch=keep.best_step // per_epoch, train_examples=len(task.train), lm_coef=lm_coef,
-                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, lr=lr,
-                  batch_size=cfg.batch_size, history=history)
+    run = fine_tuning_run(classifier, task, cfg, seed, progress=progress and label)
+    result = dict(task=task.name, family=family, **run, train_examples=len(task.train), lm_coef=lm_coef,
+                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed)
     return classifier, result
 
 
