@@ -41,7 +41,7 @@ def met(metrics: dict, target: dict) -> bool:
 
 def tokens_by(step: int, tcfg, cfg) -> int:
     """Tokens in the first ``step`` updates (BERT's short updates are shorter)."""
-    short = min(step, round(tcfg.short_fraction * tcfg.steps)) if cfg.family == "bert" else 0
+    short = min(step, round(tcfg.short_fraction * tcfg.steps)) if cfg.default_family == "bert" else 0
     per_update = tcfg.batch_size * tcfg.accumulate
     return per_update * (short * min(tcfg.short_length, cfg.context) + (step - short) * cfg.context)
 

@@ -261,7 +261,7 @@ def cmd_bench(args) -> dict:
                 peak_memory_mb=round(_peak_memory_mb(device), 1), device=str(device),
                 params=count_parameters(model), n_layer=cfg.n_layer, n_head=cfg.n_head,
                 d_model=cfg.d_model, context=cfg.context, vocab_size=cfg.vocab_size,
-                batch_size=B, accumulate=tcfg.accumulate, steps=tcfg.steps, family=cfg.family,
+                batch_size=B, accumulate=tcfg.accumulate, steps=tcfg.steps, family=cfg.default_family,
                 **history.setup)
 
 

@@ -51,7 +51,9 @@ class ModelConfig:
             raise ValueError(f"dropout must lie in [0, 1), not {self.dropout}")
 
     @property
-    def family(self) -> str:
+    def default_family(self) -> str:
+        """The family :func:`bertgpt.model.build` makes of this config when none is named: GPT when
+        causal. A built model's own ``family`` (its class's) is the one every caller reads."""
         return "gpt" if self.causal else "bert"
 
 

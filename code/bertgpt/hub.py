@@ -4,7 +4,9 @@ The course models, ``pretrained("gpt-mini")`` and ``pretrained("bert-mini")``, a
 real budget by this package's own code and ship inside it (``bertgpt/models/NAME``, with a model
 card: ``bertgpt card NAME``); they load in seconds, offline, hash-checked, and ``python -m bertgpt
 pretrain --recipe NAME`` retrains one from scratch. Their snapshots (``step=``) are the course
-recipe's first updates, trained on first use and cached.
+recipe's first updates, trained on first use and cached. BERT's Table 5 ships beside them, in
+miniature (``TABLE5``): ``bert-mini-mlm`` (the masked LM without NSP) and ``bert-mini-ltr`` (the same
+Transformer trained left to right), each bert-mini's recipe with one change, on its tokens.
 
 Every other model goes through the cache: a mini with ``changes``, on another corpus or with
 another tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small
@@ -160,7 +162,7 @@ def recipe_tokenizer(name: str, tokenizer: str | None = None) -> str | None:
 
 def family_of(name: str) -> str:
     """The family ("gpt" or "bert") of pretrained model ``name``: lstm-mini is a GPT-family language model."""
-    return pretrained_configs(name)[0].family
+    return pretrained_configs(name)[0].default_family
 
 
 def card(name: str) -> dict:
@@ -202,7 +204,7 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = 
                 if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and v == getattr(default, k))}
 
     parts = [keyed(cfg, ModelConfig()), keyed(tcfg, TrainConfig()), corpus.fingerprint, RECIPE]
-    if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.family]):  # keys made before this option stay
+    if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.default_family]):  # keys made before this option stay
         parts.append(tokenizer)
     blob = json.dumps(parts)
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -284,18 +286,18 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     if course:
         share_tokenizer(name, corpus, cfg, tokenizer)
     if shipped is not None and snapshot is None:
-        return load(shipped, cfg.family, device or "cpu")  # hash-checked, as every checkpoint
+        return load(shipped, cfg.default_family, device or "cpu")  # hash-checked, as every checkpoint
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
         if shipped is not None:  # a snapshot of a shipped model: the recipe's first updates, kept
             if not snapshot.exists():  # trained up to this one, keeping the earlier ones on the way
                 _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes,
                              until=step)
-            return load(snapshot, cfg.family, device or "cpu")
-        if (ck := _cached(directory, cfg.family, device, name, snapshot)) is not None:
+            return load(snapshot, cfg.default_family, device or "cpu")
+        if (ck := _cached(directory, cfg.default_family, device, name, snapshot)) is not None:
             return ck
         _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes)
-    return load(directory if snapshot is None else snapshot, cfg.family, device or "cpu")
+    return load(directory if snapshot is None else snapshot, cfg.default_family, device or "cpu")
 
 
 def share_tokenizer(name: str, corpus: Corpus, cfg, kind: str | None = None) -> None:
@@ -306,7 +308,7 @@ def share_tokenizer(name: str, corpus: Corpus, cfg, kind: str | None = None) -> 
     name = COURSE.get(name, {}).get("base", name)  # a Table 5 variant reads its base model's tokens
     if _shipped_corpus(name) != corpus.fingerprint:
         return
-    path = tokenizer_path(corpus, kind or DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
+    path = tokenizer_path(corpus, kind or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -367,7 +369,7 @@ def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
         share_tokenizer(name, corpus, cfg, recipe_tokenizer(name))
     tok, cfg = prepare(corpus, cfg, recipe_tokenizer(name))
     torch.manual_seed(seed)
-    return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.family, untrained=True))
+    return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.default_family, untrained=True))
 
 
 def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus = "sotu", seed: int = 0,
@@ -416,7 +418,7 @@ def adapted_path(name: str, corpus: Corpus, steps: int, *, base: Corpus, seed: i
 
 def _validation(ck: Checkpoint, corpus: Corpus, tcfg) -> dict:
     """``ck``'s validation figures on ``corpus``, on the batches a continued run validates on."""
-    _, val = pretraining_data(corpus, ck.tokenizer, ck.config, tcfg)
+    _, val = pretraining_data(corpus, ck.tokenizer, ck.config, tcfg, ck.model.family)
     return validate(ck.model, pretraining_loss(ck.model.family, tcfg), val)
 
 

@@ -341,7 +341,7 @@ class LSTMLM(nn.Module):
 def build(cfg: ModelConfig, family: str | None = None) -> GPT | BERT | LSTMLM:
     """The model of ``family`` ("gpt" or "bert"; default: the config's, GPT when causal), or the
     LSTM language model when ``cfg.arch`` is "lstm"."""
-    family = family or cfg.family
+    family = family or cfg.default_family
     if family not in ("gpt", "bert"):
         raise ValueError(f"family must be 'gpt' or 'bert', not {family!r}")
     if cfg.arch == "lstm":

@@ -226,8 +226,10 @@ DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}
 VAL_MASK_RATE = 0.15  # validation masks the paper's rate, whatever the training rate, so accuracies compare
 
 
-def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: TrainConfig):
-    """(training batches, validation batches) for the family of ``cfg``; seeded by ``train_cfg.seed``."""
+def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: TrainConfig,
+                     family: str | None = None):
+    """(training batches, validation batches) for a model of ``family`` (default: the one ``cfg``
+    builds) and shape ``cfg``; seeded by ``train_cfg.seed``."""
     g = torch.Generator().manual_seed(train_cfg.seed)
     if not corpus.train:
         raise ValueError(f"corpus {corpus.name!r} has no training document: its {len(corpus.documents)} "
@@ -237,7 +239,7 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
         warnings.warn(f"corpus {corpus.name!r} has no validation document; validating on training text",
                       stacklevel=2)
         val_docs = corpus.train
-    if cfg.family == "gpt":
+    if (family or cfg.default_family) == "gpt":
         train = gpt_batches(token_stream(tok, corpus.train), cfg.context, train_cfg.batch_size, g)
         val = gpt_eval_batches(token_stream(tok, val_docs), cfg.context, train_cfg.batch_size,
                                train_cfg.eval_batches)
@@ -260,7 +262,7 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
 def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None):
     """(tokenizer, config): the family's tokenizer (trained on ``corpus`` once, then cached) and
     ``cfg`` with the tokenizer's real vocabulary size. All a model needs before its weights."""
-    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.family], cfg.vocab_size)
+    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size)
     return tok, dataclasses.replace(cfg, vocab_size=tok.vocab_size)
 
 
@@ -382,8 +384,8 @@ def pretraining_loss(family: str, train_cfg: TrainConfig):
 def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
     """The run :func:`pretrain`, :func:`resume` and :func:`continue_pretraining` share; ``options`` go
     to :func:`~bertgpt.trainer.train`."""
-    train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg)
-    loss_fn = pretraining_loss(model.config.family, train_cfg)
+    train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg, model.family)
+    loss_fn = pretraining_loss(model.family, train_cfg)
 
     def evaluate(run):
         metrics = validate(model, loss_fn, val_batches)

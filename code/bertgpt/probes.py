@@ -102,6 +102,6 @@ def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, p
         with torch.no_grad():
             for x, y, acc in ((x_train, y_train, train_accuracy), (x_test, y_test, accuracy)):
                 acc[layer] = (linear((x[layer] - mean) / std).argmax(-1) == y).float().mean().item()
-    return dict(task=task.name, family=ck.config.family, pool=pool, accuracy=accuracy,
+    return dict(task=task.name, family=ck.model.family, pool=pool, accuracy=accuracy,
                 train_accuracy=train_accuracy, majority_baseline=task.majority_baseline(),
                 train_examples=len(task.train), test_examples=len(task.test))
