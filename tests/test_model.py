@@ -179,3 +179,25 @@ def test_an_unknown_position_scheme_or_an_odd_head_is_refused():
         bertgpt.model_config("tiny", "gpt", positions="sinusoid")
     with pytest.raises(ValueError, match="must be even"):
         bertgpt.model_config("tiny", "gpt", positions="rotary", d_model=30, n_head=2)
+
+
+def test_every_model_takes_one_signature_and_refuses_what_it_cannot_read():
+    gpt, bert = tiny("gpt", dropout=0.0).eval(), tiny("bert", dropout=0.0).eval()
+    lstm = bertgpt.build(bertgpt.model_config("tiny", "gpt", arch="lstm", dropout=0.0)).eval()
+    x = torch.randint(8, 100, (2, 6))
+    right = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    for model in (gpt, bert, lstm):  # the same keywords everywhere
+        model(x, segments=None, pad_mask=right, cache=None, predict=True, states=False)
+    with pytest.raises(ValueError, match="no segment embeddings"):
+        gpt(x, segments=torch.zeros_like(x))
+    with pytest.raises(ValueError, match="no segment embeddings"):
+        lstm(x, segments=torch.zeros_like(x))
+    with pytest.raises(ValueError, match="bidirectional model reads the whole text"):
+        bert(x, cache=bertgpt.model.KVCache())
+    with pytest.raises(ValueError, match="pad on the right"):
+        lstm(x, pad_mask=right.flip(1))
+    # the model decides whether a mask is needed: right padding changes nothing a causal model reads
+    with torch.no_grad():
+        assert torch.equal(gpt(x, pad_mask=right).logits, gpt(x).logits)
+        left = right.flip(1)  # padding first: real tokens would read it, so the mask is applied
+        assert not torch.allclose(gpt(x, pad_mask=left).logits[1, -1], gpt(x).logits[1, -1])

@@ -157,18 +157,16 @@ def cloze_ranks(model, tokenizer: Tokenizer, items, sides: str | None = None,
         for b in range(0, len(items), batch_size):
             chunk = items[b:b + batch_size]
             truth = torch.tensor([ids[t] for ids, t in chunk], device=device)
-            if model.family == "bert":
+            if model.family == "bert":  # [CLS] x_<t [MASK] (x_>t) [SEP]: predicted at the [MASK]
                 rows = [[tokenizer.cls_id, *ids[:t], tokenizer.mask_id,
                          *(ids[t + 1:] if sides == "both" else []), tokenizer.sep_id] for ids, t in chunk]
-                x = pad(rows, tokenizer.pad_id).to(device)
-                chosen = torch.zeros_like(x, dtype=torch.bool)
-                chosen[torch.arange(len(chunk)), torch.tensor([t + 1 for _, t in chunk])] = True
-                logits = model(x, pad_mask=(x != tokenizer.pad_id).long(), predict=chosen).logits  # (B, V)
-            else:
-                x = pad([[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], tokenizer.pad_id).to(device)
-                last = torch.zeros_like(x, dtype=torch.bool)  # [SEP] x_<t ends at index t
-                last[torch.arange(len(chunk)), torch.tensor([t for _, t in chunk])] = True
-                logits = model(x, predict=last).logits  # (B, V): the vocabulary scored there only
+                at = [t + 1 for _, t in chunk]
+            else:  # [SEP] x_<t: the next token predicted where it ends, at index t
+                rows, at = [[tokenizer.sep_id, *ids[:t]] for ids, t in chunk], [t for _, t in chunk]
+            x = pad(rows, tokenizer.pad_id).to(device)
+            chosen = torch.zeros_like(x, dtype=torch.bool)
+            chosen[torch.arange(len(chunk)), torch.tensor(at)] = True
+            logits = model(x, pad_mask=(x != tokenizer.pad_id).long(), predict=chosen).logits  # (B, V)
             target = logits.gather(1, truth[:, None])  # (B, 1)
             ranks.append((logits > target).sum(1).cpu())
     return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long)

@@ -137,15 +137,12 @@ class Classifier(nn.Module):
     def _forward(self, batch, predict):
         """(class logits (B, n_classes) or (B, T, n_classes), the model's output with LM logits where
         ``predict``)."""
-        if self.family == "gpt":
-            # Padding is on the right and attention is causal: no real position can see a pad, so
-            # the fused causal kernel needs no padding mask.
-            out = self.model(batch["input_ids"], predict=predict)
-            extract = batch["pad_mask"].sum(1) - 1  # (B,) index of [EXTRACT], each row's last real token
+        out = self.model(batch["input_ids"], segments=batch.get("segments"), pad_mask=batch["pad_mask"],
+                         predict=predict)
+        if self.family == "gpt":  # the state at [EXTRACT], each row's last real token
+            extract = batch["pad_mask"].sum(1) - 1
             summary = out.hidden[torch.arange(out.hidden.size(0), device=extract.device), extract]  # (B, d)
         else:
-            out = self.model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
-                             predict=False)
             summary = out.pooled
         return self.head(self.drop(out.hidden if self.per_token else summary)), out
 

@@ -10,8 +10,10 @@ corrupted inputs (masked LM) instead.
 - :class:`BERT`: backbone + a masked-LM head (transform, tied decoder, output bias) and a
   next-sentence head on the pooled ``[CLS]`` state.
 
-Each class has one keyword-only ``forward`` that returns an :class:`Output`; every caller goes
-through it::
+Each class has the same keyword-only ``forward`` (``segments``, ``pad_mask``, ``cache``,
+``predict``, ``states``, ``attention``) that returns an :class:`Output`; a model refuses, with the
+reason, what it cannot read, and decides itself whether a padding mask is needed. Every caller
+goes through it::
 
     gpt(idx).logits                                    # (B, T, V) next-token logits
     bert(idx, segments=s, pad_mask=m, predict=labels != IGNORE).logits   # (N, V) where masked
@@ -184,6 +186,7 @@ class Backbone(nn.Module):
         block's output (the last one after the final LayerNorm of pre-LN models, as the heads read
         it); ``attention`` keeps every layer's attention weights.
         """
+        pad_mask = self._inputs(segments, pad_mask, cache)
         start = len(cache) if cache is not None else 0
         x = self.drop(self.embed(idx, segments, start))
         if pad_mask is not None:
@@ -197,6 +200,21 @@ class Backbone(nn.Module):
         x = self.norm(x)
         kept[-1] = x
         return Output(hidden=x, states=kept if states else None, attention=weights if attention else None)
+
+    def _inputs(self, segments, pad_mask, cache):
+        """The one rule for every model's inputs: refuse what this model cannot read, and return the
+        padding mask attention needs. A causal stack drops a mask of padding on the right: no real
+        position can read a later one, so the mask changes nothing there and would keep attention
+        off the fused causal kernel."""
+        if segments is not None and self.seg_emb is None:
+            raise ValueError("this model has no segment embeddings (GPT marks a second text with "
+                             "[DELIM] instead): call it without segments")
+        if cache is not None and not self.config.causal:
+            raise ValueError("a key/value cache serves left-to-right decoding: a bidirectional model "
+                             "reads the whole text at once; call it without cache")
+        if pad_mask is not None and self.config.causal and cache is None and right_padded(pad_mask):
+            return None
+        return pad_mask
 
 
 @contextlib.contextmanager
@@ -225,6 +243,12 @@ def init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
+def right_padded(pad_mask: torch.Tensor) -> bool:
+    """Whether every row of ``pad_mask`` (B, T; 1 real, 0 padding) has its padding at the end only."""
+    keep = pad_mask.bool()
+    return bool((keep[:, 1:] <= keep[:, :-1]).all())
+
+
 def _at(hidden, predict):
     """The states the vocabulary head scores: all (B, T, d), those where ``predict`` (B, T) is True
     (N, d), or none."""
@@ -250,15 +274,17 @@ class GPT(nn.Module):
         self.apply(init_weights)
         self.lm_head.weight = self.backbone.tok_emb.weight  # tied: one matrix reads and writes tokens
 
-    def forward(self, idx, *, pad_mask=None, cache=None, predict=True, states=False,
+    def forward(self, idx, *, segments=None, pad_mask=None, cache=None, predict=True, states=False,
                 attention=False) -> Output:
         """``logits`` (B, T, V): row t scores the token that follows ``idx[:, t]``.
 
         ``predict`` chooses where the vocabulary is scored: everywhere (True), nowhere (False, for
         callers that need only states) or where a boolean (B, T) is True, giving (N, V). The other
-        keywords are the :class:`Backbone`'s.
+        keywords are the :class:`Backbone`'s, which refuses what the model cannot read (segments
+        without segment embeddings) and drops a padding mask that changes nothing (right padding).
         """
-        out = self.backbone(idx, pad_mask=pad_mask, cache=cache, states=states, attention=attention)
+        out = self.backbone(idx, segments=segments, pad_mask=pad_mask, cache=cache, states=states,
+                            attention=attention)
         h = _at(out.hidden, predict)
         out.logits = None if h is None else self.lm_head(h)
         return out
@@ -284,11 +310,13 @@ class BERT(nn.Module):
         self.apply(init_weights)
         self.mlm_decoder.weight = self.backbone.tok_emb.weight  # tied to the token embedding
 
-    def forward(self, idx, *, segments=None, pad_mask=None, predict=True, states=False,
+    def forward(self, idx, *, segments=None, pad_mask=None, cache=None, predict=True, states=False,
                 attention=False) -> Output:
         """MLM ``logits`` (B, T, V), or (N, V) at the ``predict`` positions (see :meth:`GPT.forward`),
-        the ``pooled`` [CLS] state (B, d) and ``nsp_logits`` (B, 2)."""
-        out = self.backbone(idx, segments=segments, pad_mask=pad_mask, states=states, attention=attention)
+        the ``pooled`` [CLS] state (B, d) and ``nsp_logits`` (B, 2). A ``cache`` is refused unless the
+        stack is causal."""
+        out = self.backbone(idx, segments=segments, pad_mask=pad_mask, cache=cache, states=states,
+                            attention=attention)
         h = _at(out.hidden, predict)
         out.logits = None if h is None else self.mlm_decoder(self.mlm_transform(h))
         out.pooled = self.pooler(out.hidden[:, 0])  # position 0's state through a dense layer and tanh
@@ -320,12 +348,16 @@ class LSTMLM(nn.Module):
         init_weights(self.proj)
         self.lm_head.weight = self.tok_emb.weight
 
-    def forward(self, idx, *, pad_mask=None, cache=None, predict=True, states=False,
+    def forward(self, idx, *, segments=None, pad_mask=None, cache=None, predict=True, states=False,
                 attention=False) -> Output:
         """``logits`` (B, T, V) as :meth:`GPT.forward`; ``hidden`` is the projected state (B, T, d)."""
         if cache is not None or attention:
             raise ValueError("an LSTM has no attention and no key/value cache: call it without "
                              "attention=True, and generate with use_cache=False")
+        if segments is not None:
+            raise ValueError("an LSTM has no segment embeddings: call it without segments")
+        if pad_mask is not None and not right_padded(pad_mask):
+            raise ValueError("an LSTM reads padding only at the end of a row: pad on the right")
         if idx.size(1) > self.config.context:  # not a limit of the LSTM: kept so that both compare alike
             raise ValueError(f"a sequence of {idx.size(1)} tokens is longer than the context of "
                              f"{self.config.context}: truncate it")

@@ -49,9 +49,8 @@ def layer_features(model, tokenizer, examples: list[Example], pool: str = "mean"
             batch = to_device(collate(rows[s:s + batch_size], tokenizer), device)
             ids, keep = batch["input_ids"], batch["pad_mask"]
             B = ids.size(0)
-            # right padding is harmless to a causal model: no real token reads what follows it
-            extra = dict(segments=batch["segments"], pad_mask=keep) if model.family == "bert" else {}
-            states = model(ids, predict=False, states=True, **extra).states
+            states = model(ids, segments=batch.get("segments"), pad_mask=keep, predict=False,
+                           states=True).states
             h = F.layer_norm(torch.stack(states), (states[0].size(-1),))  # (L + 1, B, T, d)
             if pool == "mean":
                 w = keep[None, :, :, None].to(h.dtype)
