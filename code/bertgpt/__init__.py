@@ -20,6 +20,7 @@ from .config import (
                      train_config,
 )
 from .corpus import Corpus, Document, load_corpus, shuffle_sentences, subsample
+from .device import default_device, device_of, eval_mode
 from .evaluate import accuracy, cloze_accuracy, confusion_matrix, f1, masked_token_accuracy, perplexity
 from .finetune import Classifier, finetune, load_classifier, predict, save_classifier
 from .generate import Sampling, fill_mask, generate, generate_by_masking, top_k_filter, top_p_filter
@@ -42,7 +43,7 @@ from .scoring import log_likelihood, pseudo_log_likelihood
 from .senses import contextual_vectors, load_senses, nearest_centroid_accuracy
 from .tasks import TASKS, Example, Task, load_task
 from .tokenizer import Tokenizer, coverage, tokenizer_for, train_tokenizer
-from .trainer import History, KeepBest, default_device, device_of, eval_mode, train, validate, validation
+from .trainer import History, KeepBest, train, validate, validation
 from .wordvec import WordVecConfig, WordVectors, train_word_vectors
 
 __version__ = "0.1.0"

@@ -54,6 +54,7 @@ from .config import (
     train_config,
 )
 from .corpus import CORPORA, load_corpus
+from .device import default_device
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
 from .heldout import heldout_metrics
@@ -86,7 +87,6 @@ from .tasks import TASKS, load_task
 from .tokenizer import KINDS
 from .trainer import (
     barrier,
-    default_device,
     finish_distributed,
     init_distributed,
     is_main,

@@ -33,10 +33,10 @@ from torch.utils.checkpoint import checkpoint as _checkpoint
 
 from .checkpoint import Checkpoint
 from .config import FinetuneConfig
+from .device import default_device, eval_mode, to_device
 from .evaluate import accuracy
 from .finetune import Classifier, fine_tuning_run, predict
 from .tasks import Example, Task
-from .trainer import default_device, eval_mode, to_device
 
 # --- Measuring --------------------------------------------------------------------------------------
 

@@ -26,11 +26,11 @@ import math
 
 import torch
 
+from .device import device_of, eval_mode
 from .inputs import pad
 from .model import require_family
 from .scoring import token_log_probs
 from .tokenizer import Tokenizer
-from .trainer import device_of, eval_mode
 
 
 def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) -> float:

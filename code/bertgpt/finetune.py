@@ -28,12 +28,13 @@ from torch import nn
 
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
+from .device import default_device, device_of, eval_mode, to_device
 from .evaluate import accuracy, f1
 from .inputs import IGNORE, bert_inputs, gpt_inputs, pad, truncate_pair
 from .model import build, init_weights
 from .tasks import Example, Tagged, Task
 from .tokenizer import Tokenizer
-from .trainer import KeepBest, default_device, device_of, eval_mode, to_device, train
+from .trainer import KeepBest, train
 
 # --- Input transformations ---------------------------------------------------------------------------
 

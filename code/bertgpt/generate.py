@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
+from .device import device_of, eval_mode
 from .inputs import bert_whole
 from .model import KVCache, require_family
 from .tokenizer import Tokenizer
-from .trainer import device_of, eval_mode
 
 # --- Sampling filters: logits (..., V) in, logits (..., V) out, -inf where a token is ruled out ---
 

@@ -38,10 +38,11 @@ import torch.nn.functional as F
 from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, save
 from .config import ModelConfig, TrainConfig, train_config
 from .corpus import Corpus, Document
+from .device import default_device
 from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
 from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
 from .tokenizer import Tokenizer, coverage, tokenizer_for
-from .trainer import History, default_device, is_main, train, validate
+from .trainer import History, is_main, train, validate
 
 # --- GPT: a causal language model over a stream of tokens ---------------------------------------
 

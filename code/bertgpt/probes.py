@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from .checkpoint import Checkpoint
+from .device import device_of, eval_mode, to_device
 from .finetune import collate, pack_examples
 from .tasks import Example, Task
-from .trainer import device_of, eval_mode, to_device
 
 POOLS = ("mean", "token")
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+from .device import device_of, eval_mode
 from .inputs import bert_whole
 from .model import require_family
 from .tokenizer import Tokenizer
-from .trainer import device_of, eval_mode
 
 
 @dataclass(frozen=True)

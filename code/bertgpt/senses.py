@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from .checkpoint import Checkpoint
+from .device import device_of, eval_mode
 from .inputs import bert_inputs
-from .trainer import device_of, eval_mode
 
 SENSES_CSV = Path(__file__).parent / "data" / "senses.csv"
 

@@ -22,11 +22,11 @@ import random
 
 import torch
 
+from .device import device_of, eval_mode, to_device
 from .evaluate import accuracy
 from .finetune import collate, pack_examples
 from .scoring import pseudo_log_likelihood, token_log_probs
 from .tasks import Example, Task, swap_neighbours
-from .trainer import device_of, eval_mode, to_device
 
 
 @torch.no_grad()
