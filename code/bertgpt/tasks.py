@@ -85,7 +85,7 @@ class Tagged:
 
     @property
     def label(self) -> int:
-        """Token-level examples have no label of their own: one group when splits are balanced."""
+        """Always 0. A token-level example has no label of its own, so balanced splits see one group."""
         return 0
 
 
