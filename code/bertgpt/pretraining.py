@@ -39,7 +39,7 @@ from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, 
 from .config import ModelConfig, TrainConfig, train_config
 from .corpus import Corpus, Document
 from .device import default_device
-from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
+from .inputs import IGNORE, Batch, bert_inputs, pad, split_sentences, truncate_pair
 from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
 from .tokenizer import Tokenizer, coverage, tokenizer_for
 from .trainer import History, is_main, train, validate
@@ -169,14 +169,14 @@ def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Gen
     return pairs
 
 
-def bert_collate(pairs, tok: Tokenizer, rate: float, generator, split=(0.8, 0.1, 0.1)):
+def bert_collate(pairs, tok: Tokenizer, rate: float, generator, split=(0.8, 0.1, 0.1)) -> Batch:
     """A batch dict from NSP pairs, with a fresh mask drawn for it."""
     encoded = [bert_inputs(tok, a, b) for a, b, _ in pairs]
     ids = pad([e[0] for e in encoded], tok.pad_id)
     inputs, labels = mask_tokens(ids, tok, rate, generator, split)
-    return dict(input_ids=inputs, segments=pad([e[1] for e in encoded], 0),
-                pad_mask=(ids != tok.pad_id).long(), labels=labels,
-                is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
+    return Batch(input_ids=inputs, segments=pad([e[1] for e in encoded], 0),
+                 pad_mask=(ids != tok.pad_id).long(), labels=labels,
+                 is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
 
 
 def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: float, generator,
@@ -206,7 +206,7 @@ def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: floa
             yield drawn[i]
 
 
-def mlm_nsp_loss(model, batch, nsp: bool = True):
+def mlm_nsp_loss(model, batch: Batch, nsp: bool = True):
     """BERT's pretraining loss, MLM + NSP (MLM alone when not ``nsp``), and both accuracies. MLM
     logits only where labelled."""
     labels = batch["labels"]

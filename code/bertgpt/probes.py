@@ -2,7 +2,7 @@
 
 This is the book's experiment, not GPT-1's: GPT-1 varied how many pretrained layers were
 transferred before fine-tuning. Here nothing is fine-tuned. Each example is packed as for
-fine-tuning (:func:`bertgpt.finetune.pack_examples`), the frozen model is run once, and the sequence's
+fine-tuning (:func:`bertgpt.inputs.pack_examples`), the frozen model is run once, and the sequence's
 feature is taken at every depth: layer 0 is the embedding output, layer i the residual stream after
 block i. A logistic regression (L2-regularised, trained with torch on standardised features) is
 fitted on the training split and scored on the test split, one per layer::
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from .checkpoint import Checkpoint
 from .device import device_of, eval_mode, to_device
-from .finetune import collate, pack_examples
+from .inputs import collate, pack_examples
 from .tasks import Example, Task
 
 POOLS = ("mean", "token")
