@@ -211,10 +211,11 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
     return train, val
 
 
-def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None):
-    """(tokenizer, config): the family's tokenizer (trained on ``corpus`` once, then cached) and
-    ``cfg`` with the tokenizer's real vocabulary size. All a model needs before its weights."""
-    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size)
+def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None, progress: bool = True):
+    """(tokenizer, config): the family's tokenizer (trained on ``corpus`` once, then cached, with a bar
+    while it trains where ``progress``) and ``cfg`` with the tokenizer's real vocabulary size. All a
+    model needs before its weights."""
+    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size, progress)
     return tok, dataclasses.replace(cfg, vocab_size=tok.vocab_size)
 
 
@@ -229,7 +230,7 @@ def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, *, tokeni
     called at each of ``train_cfg.snapshots`` instead of keeping the weights in ``history.snapshots``
     (so that they can be written at once, and outlive an interruption).
     """
-    tok, cfg = prepare(corpus, cfg, tokenizer)
+    tok, cfg = prepare(corpus, cfg, tokenizer, progress)
     torch.manual_seed(train_cfg.seed)
     model = build(cfg).to(device or default_device())
     options = dict(progress=progress, until=until, on_snapshot=on_snapshot)
