@@ -82,16 +82,22 @@ def token_log_probs(model, ids, stride: int | None = None, batch_size: int = 16)
     return torch.cat(out).cpu()
 
 
+def _text_ids(model, tokenizer: Tokenizer, text: str, family: str, what: str) -> list[int]:
+    """The ids of ``text``, refused when empty or when ``model`` is not of ``family`` (``what`` needs it)."""
+    require_family(model, family, what)
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise ValueError("the text is empty: there is nothing to score")
+    return ids
+
+
 def log_likelihood(model, tokenizer: Tokenizer, text: str) -> Score:
     """The sum of log p(x_i | x_<i) over every token of ``text`` under a GPT.
 
     The first token is conditioned on ``[SEP]``, the document boundary of pretraining, so every
     token of the text counts. Texts longer than the context are scored in sliding windows.
     """
-    require_family(model, "gpt", "log-likelihood")
-    ids = tokenizer.encode(text)
-    if not ids:
-        raise ValueError("the text is empty: there is nothing to score")
+    ids = _text_ids(model, tokenizer, text, "gpt", "log-likelihood")
     logp = token_log_probs(model, [tokenizer.sep_id, *ids])
     return Score(float(logp.sum()), len(ids))
 
@@ -102,10 +108,7 @@ def pseudo_log_likelihood(model, tokenizer: Tokenizer, text: str, batch_size: in
 
     The n masked copies of ``[CLS] text [SEP]`` are run in batches of ``batch_size``.
     """
-    require_family(model, "bert", "pseudo-log-likelihood")
-    ids = tokenizer.encode(text)
-    if not ids:
-        raise ValueError("the text is empty: there is nothing to score")
+    ids = _text_ids(model, tokenizer, text, "bert", "pseudo-log-likelihood")
     full = torch.tensor(bert_whole(tokenizer, ids, model.config.context))  # (T,)
     n = len(ids)
     positions = torch.arange(1, n + 1)  # the text's tokens, after [CLS]
