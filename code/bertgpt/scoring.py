@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .device import device_of, eval_mode
-from .inputs import bert_whole
+from .inputs import bert_whole, pad
 from .model import require_family
 from .tokenizer import Tokenizer
 
@@ -72,9 +72,8 @@ def token_log_probs(model, ids, stride: int | None = None, batch_size: int = 16)
             starts = windows[b:b + batch_size]
             width = min(context, n - starts[0])
             # right-padding is harmless to a causal model: no position sees what follows it
-            rows = [torch.nn.functional.pad(ids[s:s + width], (0, width - len(ids[s:s + width])))
-                    for s in starts]
-            logp = model(torch.stack(rows).to(device)).logits.float().log_softmax(-1)  # (B, T, V)
+            x = pad([ids[s:s + width].tolist() for s in starts], 0)  # (B, T): the first window is the widest
+            logp = model(x.to(device)).logits.float().log_softmax(-1)  # (B, T, V)
             for row, s, (lo, hi) in zip(logp, starts, spans[b:b + batch_size]):
                 positions = torch.arange(lo - 1 - s, hi - 1 - s, device=device)  # row j predicts s+j+1
                 targets = ids[lo:hi].to(device)
