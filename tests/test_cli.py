@@ -10,6 +10,7 @@ from bertgpt.cli import main
 from bertgpt.evaluate import accuracy
 from bertgpt.finetune import load_classifier, predict
 from bertgpt.tasks import load_task
+from conftest import tiny
 from test_checkpoint import DAMAGES, _damage
 
 
@@ -219,3 +220,60 @@ def test_cli_generate_takes_lstm_mini_a_gpt_family_language_model(gpt_ck, capsys
     with pytest.raises(SystemExit):
         main(["fill", "--checkpoint", "lstm-mini", "--text", "the [MASK]"])
     assert "'lstm-mini' is a gpt model, but a bert model is needed" in capsys.readouterr().err
+
+
+# --- Every command with every family it takes, on tiny models (the refusals are tested above) -------
+
+@pytest.fixture(scope="module")
+def family_checkpoints(tmp_path_factory, bpe, wordpiece):
+    """A tiny saved checkpoint of each family: GPT, BERT (with the context of 128 that the held-out
+    cloze texts need) and GPT-1's LSTM ablation (one layer, as lstm-mini), random weights."""
+    root = tmp_path_factory.mktemp("families")
+    models = dict(gpt=(tiny("gpt", vocab_size=bpe.vocab_size), bpe),
+                  bert=(tiny("bert", vocab_size=wordpiece.vocab_size, context=128), wordpiece),
+                  lstm=(tiny("gpt", arch="lstm", n_layer=1, vocab_size=bpe.vocab_size), bpe))
+    return {family: str(bertgpt.save(root / family, model, tok)) for family, (model, tok) in models.items()}
+
+
+def _run(args, capsys) -> dict:
+    main(args)
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert", "lstm"])
+def test_cli_every_checkpoint_command_takes_every_family_it_accepts(family, family_checkpoints, tmp_path,
+                                                                   capsys):
+    ck, task = family_checkpoints[family], str(_toy_csv(tmp_path / "t.csv"))
+    n_layer = bertgpt.load(ck).config.n_layer
+    result = _run(["finetune", "--checkpoint", ck, "--task", task, "--out", str(tmp_path / "clf"),
+                   "--set", "epochs=1", "--device", "cpu"], capsys)
+    assert result["epochs_run"] == 1 and 0 <= result["test_accuracy"] <= 1
+    result = _run(["probe", "--checkpoint", ck, "--task", task], capsys)
+    assert sorted(result["accuracy"]) == [str(i) for i in range(n_layer + 1)]
+    result = _run(["evaluate", "--checkpoint", ck], capsys)
+    assert result["family"] == ("bert" if family == "bert" else "gpt")
+    assert {"mlm_accuracy", "nsp_accuracy", "content_top5"} <= set(result) if family == "bert" else \
+        result["test_loss"] > 0
+    if family == "bert":
+        result = _run(["fill", "--checkpoint", ck, "--text", "the [MASK] of it", "--top-k", "2"], capsys)
+        assert len(result["masks"]) == 1 and len(result["masks"][0]) == 2
+    else:
+        result = _run(["generate", "--checkpoint", ck, "--prompt", "the union", "--max-new-tokens", "3"],
+                      capsys)
+        assert result["new_tokens"] == 3
+
+
+@pytest.mark.parametrize("family, args", [("bert", ["--model", "bert"]),
+                                          ("lstm", ["--model", "gpt", "--set", "arch=lstm"])])
+def test_cli_bench_measures_bert_and_the_lstm_too(family, args, capsys):
+    result = _run(["bench", *args, "--preset", "tiny", "--steps", "3", "--device", "cpu"], capsys)
+    assert result["tokens_per_second"] > 0 and result["final_loss"] > 0
+    assert result["family"] == ("bert" if family == "bert" else "gpt")
+
+
+def test_cli_pretrain_trains_the_lstm_with_gpts_objective(corpus, tmp_path, capsys):
+    result = _run(["pretrain", "--model", "gpt", "--set", "arch=lstm", "--preset", "tiny", "--steps", "3",
+                   "--corpus", _folder(tmp_path, corpus.documents[:12]), "--out", str(tmp_path / "lstm"),
+                   "--device", "cpu"], capsys)
+    assert result["steps"] == 3 and result["val_loss"] > 0
+    assert isinstance(bertgpt.load(tmp_path / "lstm").model, bertgpt.model.LSTMLM)

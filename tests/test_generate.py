@@ -26,6 +26,14 @@ def test_the_kv_cache_chooses_exactly_the_tokens_of_full_recomputation(gpt, word
     assert len(runs[0]) == 40 and runs[0] == runs[1]
 
 
+def test_an_lstm_generates_by_re_encoding_the_window_as_it_has_no_cache(wordpiece):
+    from conftest import tiny
+    lstm = tiny("gpt", arch="lstm", vocab_size=wordpiece.vocab_size).eval()
+    prompt = wordpiece.encode(SENTENCE)
+    runs = [generate_ids(lstm, prompt, 30, Sampling(greedy=True), use_cache=cache) for cache in (True, False)]
+    assert len(runs[0]) == 30 and runs[0] == runs[1]
+
+
 def test_one_cached_step_gives_the_logits_of_the_full_sequence(gpt):
     ids = torch.randint(8, 100, (1, 20))
     cache = bertgpt.KVCache()

@@ -44,3 +44,10 @@ def test_the_hash_split_is_deterministic_and_about_80_10_10():
 def test_sentences_end_at_a_stop_before_a_capital():
     assert split_sentences("It is done. Now we go! Is it? yes. 1790 came.") == [
         "It is done.", "Now we go!", "Is it? yes.", "1790 came."]
+
+
+def test_packing_is_importable_from_finetune_as_before():
+    from bertgpt.finetune import collate, pack_examples
+    from bertgpt.inputs import collate as collate_here
+    from bertgpt.inputs import pack_examples as pack_here
+    assert pack_examples is pack_here and collate is collate_here

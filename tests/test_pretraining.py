@@ -315,3 +315,10 @@ def test_an_interrupted_continued_run_resumes_to_the_weights_of_an_uninterrupted
         assert torch.equal(p, q), name
     assert again.train == history.train
     assert [r["loss"] for r in again.val] == [r["loss"] for r in history.val]
+
+
+def test_the_objectives_are_importable_from_pretraining_as_before():
+    import importlib
+    objectives, pretraining = (importlib.import_module(f"bertgpt.{m}") for m in ("objectives", "pretraining"))
+    for name in ("clm_loss", "mask_tokens", "mlm_nsp_loss", "pretraining_loss"):
+        assert getattr(pretraining, name) is getattr(objectives, name)

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -81,3 +82,11 @@ def test_a_sentence_the_model_learnt_scores_above_its_words_shuffled(wordpiece):
     assert (pseudo_log_likelihood(bert, wordpiece, SENTENCE).log_prob
             > pseudo_log_likelihood(bert, wordpiece, shuffled).log_prob)
     assert fill_mask(bert, wordpiece, SENTENCE.replace("congress", "[MASK]"))[0][0][0] == "congress"
+
+
+def test_each_score_refuses_an_empty_text_and_the_other_family(gpt, bert, wordpiece):
+    for score, model, other in ((log_likelihood, gpt, bert), (pseudo_log_likelihood, bert, gpt)):
+        with pytest.raises(ValueError, match="nothing to score"):
+            score(model, wordpiece, "")
+        with pytest.raises(ValueError, match="needs a"):
+            score(other, wordpiece, SENTENCE)

@@ -69,7 +69,7 @@ from .hub import (
     share_tokenizer,
     untrained,
 )
-from .inputs import IGNORE
+from .inputs import IGNORE, Batch
 from .model import build, count_parameters
 from .pretraining import (
     DEFAULT_TOKENIZER,
@@ -236,8 +236,8 @@ def cmd_bench(args) -> dict:
             else:
                 ids = ids[:, :-1]
                 labels = torch.where(torch.rand(B, T, generator=g) < 0.15, ids, IGNORE)
-                yield dict(input_ids=ids, segments=torch.zeros_like(ids), pad_mask=torch.ones_like(ids),
-                           labels=labels, is_next=torch.randint(2, (B,), generator=g))
+                yield Batch(input_ids=ids, segments=torch.zeros_like(ids), pad_mask=torch.ones_like(ids),
+                            labels=labels, is_next=torch.randint(2, (B,), generator=g))
 
     loss_fn = clm_loss if cfg.causal else mlm_nsp_loss
     warm = dataclasses.replace(tcfg, steps=2, warmup=1)

@@ -36,6 +36,7 @@ from .config import FinetuneConfig
 from .device import default_device, eval_mode, to_device
 from .evaluate import accuracy
 from .finetune import Classifier, fine_tuning_run, predict
+from .inputs import Batch
 from .tasks import Example, Task
 
 # --- Measuring --------------------------------------------------------------------------------------
@@ -170,13 +171,13 @@ def distill(teacher: Classifier, student: Checkpoint, task: Task, cfg: FinetuneC
     classifier = Classifier(model, student.tokenizer, task.labels, lm_coef=0.0).to(device)
     targets = soft_targets(teacher, task.train, temperature)
 
-    def loss_fn(net, batch):
+    def loss_fn(net, batch: Batch):
         logits = net(batch)
         loss = distillation_loss(logits, batch["teacher"], batch["label"], temperature, alpha)
         return loss, dict(accuracy=(logits.argmax(-1) == batch["label"]).float().mean())
 
     run = fine_tuning_run(classifier, task, cfg, cfg.seed, loss_fn=loss_fn,
-                          extra=lambda chunk: dict(teacher=targets[chunk]),
+                          extra=lambda chunk: Batch(teacher=targets[chunk]),
                           progress=progress and f"distill into {student.model.family} on {task.name}")
     test = accuracy([e.label for e in task.test], predict(classifier, task.test)) if task.test else None
     return classifier, dict(task=task.name, family=student.model.family, **run, test_accuracy=test,

@@ -30,71 +30,11 @@ from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
 from .device import default_device, device_of, eval_mode, to_device
 from .evaluate import accuracy, f1
-from .inputs import IGNORE, bert_inputs, gpt_inputs, pad, truncate_pair
+from .inputs import IGNORE, Batch, collate, pack_examples  # the packing lives on the bottom floor
 from .model import build, init_weights
 from .tasks import Example, Tagged, Task
 from .tokenizer import Tokenizer
 from .trainer import KeepBest, train
-
-# --- Input transformations ---------------------------------------------------------------------------
-
-
-def pack_examples(tokenizer: Tokenizer, family: str, context: int, examples: list[Example | Tagged]):
-    """Each example as ``(ids, segments, label)`` in ``family``'s task format, cut to ``context``.
-
-    GPT: ``[START] a [EXTRACT]`` or ``[START] a [DELIM] b [EXTRACT]`` (segments None).
-    BERT: ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with segment ids.
-    A token-level example's label is a list, one tag per position: a word's tag at its last token,
-    ``IGNORE`` everywhere else.
-    """
-    tok = tokenizer
-    if examples and isinstance(examples[0], Tagged):
-        return [_pack_tagged(tok, family, context, e) for e in examples]
-    texts_a = tok.encode_batch([e.text for e in examples])
-    texts_b = iter(tok.encode_batch([e.text_b for e in examples if e.text_b is not None]))
-    rows = []
-    for e, a in zip(examples, texts_a):
-        b = next(texts_b) if e.text_b is not None else None
-        a, b = truncate_pair(a, b, context - (2 if b is None else 3))  # room for the special tokens
-        if family == "gpt":
-            rows.append((gpt_inputs(tok, a, b), None, e.label))
-        else:
-            rows.append((*bert_inputs(tok, a, b), e.label))
-    return rows
-
-
-def _pack_tagged(tok: Tokenizer, family: str, context: int, example: Tagged):
-    """One token-level example: ids in ``family``'s format and a tag per position (see pack_examples)."""
-    encoding = tok.hf.encode(list(example.words), is_pretokenized=True, add_special_tokens=False)
-    words = encoding.word_ids
-    tags = [example.tags[w] if i + 1 == len(words) or words[i + 1] != w else IGNORE
-            for i, w in enumerate(words)]  # a word's tag sits on its last token
-    ids, tags = encoding.ids[:context - 2], tags[:context - 2]
-    if family == "gpt":
-        return gpt_inputs(tok, ids), None, [IGNORE, *tags, IGNORE]
-    return (*bert_inputs(tok, ids), [IGNORE, *tags, IGNORE])
-
-
-def collate(rows, tokenizer: Tokenizer) -> dict:
-    """A batch dict from packed rows, padded on the right.
-
-    ``input_ids`` (B, T), ``pad_mask`` (B, T), ``label`` (B,), or (B, T) for a token-level task;
-    BERT adds ``segments`` (B, T); GPT adds
-    ``lm_labels`` (B, T): the next token of the text at each position, IGNORE where the next token
-    is padding or a special token.
-    """
-    ids = pad([r[0] for r in rows], tokenizer.pad_id)
-    labels = [r[2] for r in rows]
-    batch = dict(input_ids=ids, pad_mask=(ids != tokenizer.pad_id).long(),
-                 label=pad(labels, IGNORE) if isinstance(labels[0], list) else torch.tensor(labels))
-    if rows[0][1] is not None:
-        batch["segments"] = pad([r[1] for r in rows], 0)
-    else:
-        following = ids[:, 1:]
-        lm_labels = torch.where(following >= tokenizer.n_special, following, IGNORE)
-        batch["lm_labels"] = torch.cat([lm_labels, torch.full_like(ids[:, :1], IGNORE)], dim=1)
-    return batch
-
 
 # --- The classifier ------------------------------------------------------------------------------------
 
@@ -132,10 +72,10 @@ class Classifier(nn.Module):
     def pack(self, examples: list[Example]):
         return pack_examples(self.tokenizer, self.family, self.config.context, examples)
 
-    def collate(self, rows) -> dict:
+    def collate(self, rows) -> Batch:
         return collate(rows, self.tokenizer)
 
-    def _forward(self, batch, predict):
+    def _forward(self, batch: Batch, predict):
         """(class logits (B, n_classes) or (B, T, n_classes), the model's output with LM logits where
         ``predict``)."""
         out = self.model(batch["input_ids"], segments=batch.get("segments"), pad_mask=batch["pad_mask"],
@@ -147,12 +87,12 @@ class Classifier(nn.Module):
             summary = out.pooled
         return self.head(self.drop(out.hidden if self.per_token else summary)), out
 
-    def forward(self, batch, with_loss: bool = False):
+    def forward(self, batch: Batch, with_loss: bool = False):
         """Class logits (B, n_classes), or (B, T, n_classes) ``per_token``; with ``with_loss``,
         :meth:`loss`'s (loss, metrics) instead, so that the trainer's wrapped module computes it."""
         return self.loss(batch) if with_loss else self._forward(batch, predict=False)[0]
 
-    def loss(self, batch):
+    def loss(self, batch: Batch):
         """L_task (+ λ·L_LM for GPT when λ > 0), and the batch's accuracy (of the scored tokens)."""
         chosen = batch["lm_labels"] != IGNORE if self.lm_coef else False
         logits, out = self._forward(batch, predict=chosen)
@@ -169,7 +109,7 @@ class Classifier(nn.Module):
         return task + self.lm_coef * lm, metrics
 
 
-def classifier_loss(net, batch):
+def classifier_loss(net, batch: Batch):
     """The loss function handed to the trainer: ``net`` is the classifier, or what the trainer
     wrapped it in (DistributedDataParallel, ``torch.compile``), called as a module."""
     return net(batch, with_loss=True)

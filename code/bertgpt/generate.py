@@ -116,9 +116,11 @@ def generate_ids(model, prompt_ids: list[int], max_new_tokens: int = 50, samplin
     cut from the left, with a warning. With ``use_cache``, each new token costs one position until
     the context is full; past it, the window slides and every step re-encodes the last ``context``
     tokens, exactly as without the cache, so both ways choose the same tokens. The repetition
-    penalty applies to every token in that window, the prompt's included.
+    penalty applies to every token in that window, the prompt's included. An LSTM has no key/value
+    cache: it re-encodes the window at every step, whatever ``use_cache`` says.
     """
     require_family(model, "gpt", "generation")
+    use_cache = use_cache and model.config.arch != "lstm"
     if not prompt_ids:
         raise ValueError("the prompt is empty: give at least one token (generate() starts from [SEP])")
     if max_new_tokens < 0:

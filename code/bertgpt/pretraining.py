@@ -14,6 +14,7 @@ draws new pairs and new masks. BERT's own recipe is *static*: ``create_pretraini
 ``dupe_factor`` (10) masked copies of the data once, and training repeats them;
 ``bert_batches(..., dupe_factor=10)`` does the same, for comparison.
 
+The losses and the masking live in :mod:`bertgpt.objectives` (re-exported here).
 :func:`pretrain` puts the pieces together: corpus → tokenizer → model → :func:`bertgpt.trainer.train`;
 with ``out``, it saves a checkpoint with the training state at every evaluation, and :func:`resume`
 continues an interrupted run from it. :func:`continue_pretraining` starts from a pretrained checkpoint
@@ -27,20 +28,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import itertools
 import sys
 import warnings
 
 import torch
-import torch.nn.functional as F
 
 from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, save
 from .config import ModelConfig, TrainConfig, train_config
 from .corpus import Corpus, Document
 from .device import default_device
-from .inputs import IGNORE, bert_inputs, pad, split_sentences, truncate_pair
+from .inputs import Batch, bert_inputs, pad, split_sentences, truncate_pair
 from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
+from .objectives import clm_loss, mask_tokens, mlm_nsp_loss, pretraining_loss  # noqa: F401 (re-exported)
 from .tokenizer import Tokenizer, coverage, tokenizer_for
 from .trainer import History, is_main, train, validate
 
@@ -78,13 +78,6 @@ def gpt_eval_batches(stream: torch.Tensor, context: int, batch_size: int, n_batc
     return [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, n, batch_size)]
 
 
-def clm_loss(model, batch):
-    """Mean cross-entropy of each next token: -log p(x_i | x_<i)."""
-    x, y = batch
-    logits = model(x).logits
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=IGNORE)
-
-
 # --- BERT: masked LM and next-sentence prediction ------------------------------------------------
 
 def document_sentences(tok: Tokenizer, documents: list[Document]) -> list[list[list[int]]]:
@@ -94,33 +87,6 @@ def document_sentences(tok: Tokenizer, documents: list[Document]) -> list[list[l
         sentences = [s for p in doc.paragraphs for s in split_sentences(p)]
         out.append([ids for ids in tok.encode_batch(sentences) if ids])
     return out
-
-
-def mask_tokens(ids: torch.Tensor, tok: Tokenizer, rate: float = 0.15, generator=None,
-                split: tuple[float, float, float] = (0.8, 0.1, 0.1)):
-    """BERT's corruption: (inputs, labels) for token ids (B, T).
-
-    In each row ``round(rate * n)`` of its n ordinary tokens are chosen (at least one); special tokens
-    and padding never are. A chosen token becomes ``[MASK]`` with probability ``split[0]`` (0.8), a
-    random ordinary token with ``split[1]`` (0.1), and stays itself with ``split[2]`` (0.1). Labels
-    hold the original token where chosen and ``IGNORE`` elsewhere.
-    """
-    if not 0 < rate < 1:
-        raise ValueError(f"mask rate must lie strictly between 0 and 1, not {rate}")
-    maskable = ids >= tok.n_special
-    scores = torch.rand(ids.shape, generator=generator).masked_fill(~maskable, 2.0)
-    n_chosen = (maskable.sum(1) * rate).round().clamp(min=1)
-    rank = scores.argsort(1).argsort(1)  # each position's place in its row's random order
-    chosen = (rank < n_chosen[:, None]) & maskable
-    labels = torch.where(chosen, ids, IGNORE)
-    action = torch.rand(ids.shape, generator=generator)
-    inputs = ids.clone()
-    to_mask, to_random = split[0], split[0] + split[1]
-    inputs[chosen & (action < to_mask)] = tok.mask_id
-    randomized = chosen & (action >= to_mask) & (action < to_random)
-    inputs[randomized] = torch.randint(tok.n_special, tok.vocab_size, (int(randomized.sum()),),
-                                       generator=generator)
-    return inputs, labels
 
 
 def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Generator,
@@ -169,14 +135,14 @@ def nsp_pairs(docs: list[list[list[int]]], max_tokens: int, generator: torch.Gen
     return pairs
 
 
-def bert_collate(pairs, tok: Tokenizer, rate: float, generator, split=(0.8, 0.1, 0.1)):
+def bert_collate(pairs, tok: Tokenizer, rate: float, generator, split=(0.8, 0.1, 0.1)) -> Batch:
     """A batch dict from NSP pairs, with a fresh mask drawn for it."""
     encoded = [bert_inputs(tok, a, b) for a, b, _ in pairs]
     ids = pad([e[0] for e in encoded], tok.pad_id)
     inputs, labels = mask_tokens(ids, tok, rate, generator, split)
-    return dict(input_ids=inputs, segments=pad([e[1] for e in encoded], 0),
-                pad_mask=(ids != tok.pad_id).long(), labels=labels,
-                is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
+    return Batch(input_ids=inputs, segments=pad([e[1] for e in encoded], 0),
+                 pad_mask=(ids != tok.pad_id).long(), labels=labels,
+                 is_next=torch.tensor([p[2] for p in pairs], dtype=torch.long))
 
 
 def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: float, generator,
@@ -204,21 +170,6 @@ def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: floa
     while True:
         for i in torch.randperm(len(drawn), generator=generator).tolist():
             yield drawn[i]
-
-
-def mlm_nsp_loss(model, batch, nsp: bool = True):
-    """BERT's pretraining loss, MLM + NSP (MLM alone when not ``nsp``), and both accuracies. MLM
-    logits only where labelled."""
-    labels = batch["labels"]
-    chosen = labels != IGNORE
-    out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"], predict=chosen)
-    mlm_logits, nsp_logits = out.logits.float(), out.nsp_logits.float()
-    mlm = F.cross_entropy(mlm_logits, labels[chosen])
-    nsp_loss = F.cross_entropy(nsp_logits, batch["is_next"])
-    metrics = dict(mlm_loss=mlm.detach(), nsp_loss=nsp_loss.detach(),
-                   mlm_accuracy=(mlm_logits.argmax(-1) == labels[chosen]).float().mean(),
-                   nsp_accuracy=(nsp_logits.argmax(-1) == batch["is_next"]).float().mean())
-    return (mlm + nsp_loss) if nsp else mlm, metrics
 
 
 # --- Putting it together --------------------------------------------------------------------------
@@ -260,10 +211,11 @@ def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg
     return train, val
 
 
-def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None):
-    """(tokenizer, config): the family's tokenizer (trained on ``corpus`` once, then cached) and
-    ``cfg`` with the tokenizer's real vocabulary size. All a model needs before its weights."""
-    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size)
+def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None, progress: bool = True):
+    """(tokenizer, config): the family's tokenizer (trained on ``corpus`` once, then cached, with a bar
+    while it trains where ``progress``) and ``cfg`` with the tokenizer's real vocabulary size. All a
+    model needs before its weights."""
+    tok = tokenizer_for(corpus, tokenizer or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size, progress)
     return tok, dataclasses.replace(cfg, vocab_size=tok.vocab_size)
 
 
@@ -278,7 +230,7 @@ def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, *, tokeni
     called at each of ``train_cfg.snapshots`` instead of keeping the weights in ``history.snapshots``
     (so that they can be written at once, and outlive an interruption).
     """
-    tok, cfg = prepare(corpus, cfg, tokenizer)
+    tok, cfg = prepare(corpus, cfg, tokenizer, progress)
     torch.manual_seed(train_cfg.seed)
     model = build(cfg).to(device or default_device())
     options = dict(progress=progress, until=until, on_snapshot=on_snapshot)
@@ -375,11 +327,6 @@ def describe_fit(fit: dict, name: str) -> str:
 
 def _texts(documents: list[Document]) -> list[str]:
     return [p for d in documents for p in d.paragraphs]
-
-
-def pretraining_loss(family: str, train_cfg: TrainConfig):
-    """The loss a ``family`` model pretrains with: GPT's next token, BERT's MLM (+ NSP if ``nsp``)."""
-    return clm_loss if family == "gpt" else functools.partial(mlm_nsp_loss, nsp=train_cfg.nsp)
 
 
 def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .device import device_of, eval_mode
-from .inputs import bert_whole
+from .inputs import bert_whole, pad
 from .model import require_family
 from .tokenizer import Tokenizer
 
@@ -72,14 +72,22 @@ def token_log_probs(model, ids, stride: int | None = None, batch_size: int = 16)
             starts = windows[b:b + batch_size]
             width = min(context, n - starts[0])
             # right-padding is harmless to a causal model: no position sees what follows it
-            rows = [torch.nn.functional.pad(ids[s:s + width], (0, width - len(ids[s:s + width])))
-                    for s in starts]
-            logp = model(torch.stack(rows).to(device)).logits.float().log_softmax(-1)  # (B, T, V)
+            x = pad([ids[s:s + width].tolist() for s in starts], 0)  # (B, T): the first window is the widest
+            logp = model(x.to(device)).logits.float().log_softmax(-1)  # (B, T, V)
             for row, s, (lo, hi) in zip(logp, starts, spans[b:b + batch_size]):
                 positions = torch.arange(lo - 1 - s, hi - 1 - s, device=device)  # row j predicts s+j+1
                 targets = ids[lo:hi].to(device)
                 out.append(row[positions, targets])
     return torch.cat(out).cpu()
+
+
+def _text_ids(model, tokenizer: Tokenizer, text: str, family: str, what: str) -> list[int]:
+    """The ids of ``text``, refused when empty or when ``model`` is not of ``family`` (``what`` needs it)."""
+    require_family(model, family, what)
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise ValueError("the text is empty: there is nothing to score")
+    return ids
 
 
 def log_likelihood(model, tokenizer: Tokenizer, text: str) -> Score:
@@ -88,10 +96,7 @@ def log_likelihood(model, tokenizer: Tokenizer, text: str) -> Score:
     The first token is conditioned on ``[SEP]``, the document boundary of pretraining, so every
     token of the text counts. Texts longer than the context are scored in sliding windows.
     """
-    require_family(model, "gpt", "log-likelihood")
-    ids = tokenizer.encode(text)
-    if not ids:
-        raise ValueError("the text is empty: there is nothing to score")
+    ids = _text_ids(model, tokenizer, text, "gpt", "log-likelihood")
     logp = token_log_probs(model, [tokenizer.sep_id, *ids])
     return Score(float(logp.sum()), len(ids))
 
@@ -102,10 +107,7 @@ def pseudo_log_likelihood(model, tokenizer: Tokenizer, text: str, batch_size: in
 
     The n masked copies of ``[CLS] text [SEP]`` are run in batches of ``batch_size``.
     """
-    require_family(model, "bert", "pseudo-log-likelihood")
-    ids = tokenizer.encode(text)
-    if not ids:
-        raise ValueError("the text is empty: there is nothing to score")
+    ids = _text_ids(model, tokenizer, text, "bert", "pseudo-log-likelihood")
     full = torch.tensor(bert_whole(tokenizer, ids, model.config.context))  # (T,)
     n = len(ids)
     positions = torch.arange(1, n + 1)  # the text's tokens, after [CLS]

@@ -29,6 +29,7 @@ from tokenizers import Tokenizer as _HF
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from .corpus import Corpus
+from .progress import progress_bar
 
 # GPT-1 needs a start, a delimiter and an extract token for fine-tuning; BERT needs the rest.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[START]", "[DELIM]", "[EXTRACT]")
@@ -91,8 +92,9 @@ class Tokenizer:
         return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
 
 
-def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096) -> Tokenizer:
-    """Train a tokenizer of ``kind`` on an iterable of strings."""
+def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: bool = True) -> Tokenizer:
+    """Train a tokenizer of ``kind`` on an iterable of strings; ``progress`` shows a bar over the texts
+    as they are read (``BERTGPT_QUIET=1`` hides it)."""
     if kind not in KINDS:
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
     specials = list(SPECIAL_TOKENS)
@@ -116,7 +118,9 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096) -> Tokeniz
         hf.decoder = decoders.Fuse()
         trainer = trainers.BpeTrainer(vocab_size=1, special_tokens=specials, limit_alphabet=200,
                                       show_progress=False)
-    hf.train_from_iterator(texts, trainer)
+    total = len(texts) if hasattr(texts, "__len__") else None
+    hf.train_from_iterator(progress_bar(texts, f"train {kind} tokenizer", total=total, enabled=progress),
+                           trainer)
     return Tokenizer(hf)
 
 
@@ -154,13 +158,15 @@ def tokenizer_path(corpus: Corpus, kind: str = "bpe", vocab_size: int = 4096) ->
     return cache_dir() / "tokenizers" / f"{corpus.name}-{kind}-{vocab_size}-{key}.json"
 
 
-def tokenizer_for(corpus: Corpus, kind: str = "bpe", vocab_size: int = 4096) -> Tokenizer:
+def tokenizer_for(corpus: Corpus, kind: str = "bpe", vocab_size: int = 4096,
+                  progress: bool = True) -> Tokenizer:
     """A tokenizer trained on ``corpus``'s training split, cached by corpus, kind and size.
 
     Training one is not bit-reproducible (the tokenizers library breaks ties between equally
     frequent merges differently from run to run: measured here, two trainings on the same text gave
     about 65 of 4,096 tokens other ids), so a cached tokenizer is kept, and a course model's own is put
-    here before anything trains on its corpus (:func:`bertgpt.hub.pretrained`).
+    here before anything trains on its corpus (:func:`bertgpt.hub.pretrained`). ``progress``: see
+    :func:`train_tokenizer`.
     """
     path = tokenizer_path(corpus, kind, vocab_size)
     if path.exists():
@@ -169,7 +175,7 @@ def tokenizer_for(corpus: Corpus, kind: str = "bpe", vocab_size: int = 4096) -> 
         except Exception:  # a damaged cache entry is rebuilt, never trusted
             path.unlink()
     texts = [p for d in corpus.train for p in d.paragraphs]
-    tok = train_tokenizer(texts, kind, vocab_size)
+    tok = train_tokenizer(texts, kind, vocab_size, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(path)
     return tok

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-from tqdm.auto import tqdm
 
 from .config import PRECISIONS, TrainConfig
 from .device import default_device, device_of, eval_mode, to_device  # noqa: F401 (re-exported)
+from .progress import progress_bar
 
 # --- Precision: the one place that decides the number format of the forward pass ------------------
 
@@ -313,9 +313,8 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
     """
     run, net, ddp, batches = _start(model, batches, cfg, resume)
     device, (rank, size) = device_of(model), world()
-    quiet = not progress or bool(os.environ.get("BERTGPT_QUIET")) or rank != 0
-    bar = tqdm(total=cfg.steps, initial=run.step, desc=progress if isinstance(progress, str) else "train",
-               disable=quiet, mininterval=1.0, leave=False)
+    bar = progress_bar(label=progress if isinstance(progress, str) else "train", total=cfg.steps,
+                       initial=run.step, enabled=progress and rank == 0)
     autocast = precision(device, cfg.precision)
     running, logged, start, eval_seconds = 0.0, 0, time.perf_counter(), 0.0
     last = min(until or cfg.steps, cfg.steps)

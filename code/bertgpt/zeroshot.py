@@ -24,7 +24,7 @@ import torch
 
 from .device import device_of, eval_mode, to_device
 from .evaluate import accuracy
-from .finetune import collate, pack_examples
+from .inputs import collate, pack_examples, pad
 from .scoring import pseudo_log_likelihood, token_log_probs
 from .tasks import Example, Task, swap_neighbours
 
@@ -39,10 +39,7 @@ def row_log_probs(model, rows: list[list[int]], batch_size: int = 32) -> list[to
     with eval_mode(model):
         for s in range(0, len(order), batch_size):
             chunk = order[s:s + batch_size]
-            width = max(len(rows[i]) for i in chunk)
-            x = torch.zeros(len(chunk), width, dtype=torch.long)
-            for j, i in enumerate(chunk):
-                x[j, :len(rows[i])] = torch.tensor(rows[i])
+            x = pad([rows[i] for i in chunk], 0)  # (B, T)
             logp = model(x.to(device)).logits.float().log_softmax(-1).cpu()  # (B, T, V)
             for j, i in enumerate(chunk):
                 n = len(rows[i])
