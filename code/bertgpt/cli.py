@@ -41,18 +41,10 @@ import time
 
 import torch
 
+from . import config
 from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
 from .compute import flops_per_token, peak_tflops
-from .config import (
-    FAMILIES,
-    PRESETS,
-    FinetuneConfig,
-    ModelConfig,
-    TrainConfig,
-    apply_overrides,
-    model_config,
-    train_config,
-)
+from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides
 from .corpus import CORPORA, load_corpus
 from .device import default_device
 from .finetune import finetune, save_classifier
@@ -114,8 +106,8 @@ def _checkpoint(args, family: str | None = None, from_scratch: bool = False, nam
 
 
 # Fields of the model alone (dropout is also the training run's): fixed by a checkpoint given to --init.
-MODEL_FIELDS = ({f.name for f in dataclasses.fields(ModelConfig)}
-                - {f.name for f in dataclasses.fields(TrainConfig)})
+MODEL_FIELDS = ({f.name for f in dataclasses.fields(config.ModelConfig)}
+                - {f.name for f in dataclasses.fields(config.TrainConfig)})
 
 
 def _configs(args):
@@ -127,8 +119,8 @@ def _configs(args):
     if not args.model:
         raise ValueError(f"{args.command} needs --model gpt or --model bert")
     preset = args.preset or "mini"
-    cfg = model_config(preset, args.model)
-    tcfg = train_config(preset, args.model, seed=args.seed)
+    cfg = config.model_config(preset, args.model)
+    tcfg = config.train_config(preset, args.model, seed=args.seed)
     cfg, tcfg = apply_overrides(args.set, cfg, tcfg)
     if args.steps is not None:
         tcfg = dataclasses.replace(tcfg, steps=args.steps, eval_every=min(tcfg.eval_every, args.steps))

@@ -33,9 +33,9 @@ class Batch(TypedDict, total=False):
     segments: torch.Tensor   #: BERT's segment ids, 0 for text A and 1 for text B (0 on padding)
     pad_mask: torch.Tensor   #: 1 on real tokens, 0 on padding
     label: torch.Tensor      #: a task's label (B,), or a tag per position (B, T), ``IGNORE`` unscored
-    lm_labels: torch.Tensor  #: GPT fine-tuning's auxiliary target: the next text token, else ``IGNORE``
-    labels: torch.Tensor     #: masked-LM targets: the original token where chosen, else ``IGNORE``
-    is_next: torch.Tensor    #: next-sentence labels (B,): 1 when B follows A
+    lm_labels: torch.Tensor  #: for GPT fine-tuning's auxiliary loss, the next text token, else ``IGNORE``
+    labels: torch.Tensor     #: the masked LM's targets, the original token where chosen, else ``IGNORE``
+    is_next: torch.Tensor    #: 1 where text B follows text A, else 0 (B,), for next-sentence prediction
     teacher: torch.Tensor    #: distillation's soft targets (B, n_classes)
 
 
