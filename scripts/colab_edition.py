@@ -5,7 +5,8 @@
 
 Colab renders CommonMark, not MyST, and has no MyST-NB, so a chapter opened there as it is shows its
 roles and directives raw and none of its glued values. The edition keeps every code cell as it is
-(outputs cleared: the learner's run makes its own) and rewrites the Markdown into what the book shows:
+(outputs cleared: the learner's run makes its own; a citation in a string reads as in the prose) and
+rewrites the Markdown into what the book shows:
 
 - ``{glue:text}`` becomes the value of the book's executed run, read from the chapter's stored glue
   outputs and formatted as MyST-NB formats it; a note at the top says the learner's run prints its own;
@@ -76,6 +77,7 @@ TARGET = re.compile(r"^\((?P<label>[\w.:-]+)\)=\s*$")
 HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
 # a code span, or a role (a code span right after `{name}`): matching spans left to right keeps roles
 # written inside code (`` `{term}` ``) as code
+CITE = re.compile(r"\{(?P<role>cite:[pt])\}`(?P<body>[^`]+)`")
 SPAN = re.compile(r"(?:\{(?P<role>[\w:.-]+)\})?(?P<ticks>`+)(?P<body>.+?)(?<!`)(?P=ticks)(?!`)", re.S)
 
 
@@ -478,12 +480,23 @@ class Chapter:
             "(`name = value`) and draws each figure under the cell that makes it; they can differ a "
             "little from the text.")
 
+    def citations_in_code(self, source: str) -> str:
+        """A citation written in a code cell's string, for a table the cell displays as Markdown, read
+        as the prose reads it: the book's MyST renders the role, a plain kernel would show it raw."""
+        def cite(match: re.Match) -> str:
+            text = self.role(match["role"], match["body"])
+            if any(c in text for c in "\"'\\\n"):
+                self.fail(f"a citation in code reads {text!r}, which a string literal cannot hold as it is")
+            return text
+        return CITE.sub(cite, source)
+
     def edition(self) -> nbformat.NotebookNode:
         cells = []
         for index, cell in enumerate(self.nb.cells):
             self.cell = index
             if cell.cell_type == "code":
-                cells.append(nbformat.v4.new_code_cell(cell.source, id=cell.id, metadata=cell.metadata))
+                source = self.citations_in_code(cell.source)
+                cells.append(nbformat.v4.new_code_cell(source, id=cell.id, metadata=cell.metadata))
                 figure = cell.metadata.get("mystnb", {}).get("figure", {})
                 if figure.get("name"):  # a widget's caption, which the book reads from the metadata
                     caption = self.roles(figure.get("caption", ""))
