@@ -178,7 +178,8 @@ def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, 
     """Top-1 accuracy at predicting ``n`` hidden tokens picked at random (with ``seed``) in ``texts``,
     each read as :func:`cloze_ranks` says for the model's family and ``sides``."""
     items = cloze_items(tokenizer, texts, n, seed, model.config.context)
-    return (cloze_ranks(model, tokenizer, items, sides, batch_size) == 0).float().mean().item()
+    hits = int((cloze_ranks(model, tokenizer, items, sides, batch_size) == 0).sum())
+    return hits / len(items)  # an exact fraction, not float32's nearest
 
 
 def shared_words(tokenizer_a: Tokenizer, tokenizer_b: Tokenizer, texts: list[str], context: int = 128):
