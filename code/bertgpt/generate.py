@@ -120,7 +120,7 @@ def generate_ids(model, prompt_ids: list[int], max_new_tokens: int = 50, samplin
     cache: it re-encodes the window at every step, whatever ``use_cache`` says.
     """
     require_family(model, "gpt", "generation")
-    use_cache = use_cache and model.config.arch != "lstm"
+    use_cache = use_cache and model.kv_cache
     if not prompt_ids:
         raise ValueError("the prompt is empty: give at least one token (generate() starts from [SEP])")
     if max_new_tokens < 0:

@@ -24,7 +24,6 @@ import torch
 IGNORE = -100  #: the one ignore index of every loss — padding and unchosen positions never count
 
 
-
 class Batch(TypedDict, total=False):
     """The keys of a batch, (B, T) tensors unless said: what fine-tuning, probes and pretraining
     build and read. A plain dict at run time (``Batch(input_ids=...)`` makes one)."""

@@ -265,6 +265,7 @@ class GPT(nn.Module):
     """
 
     family = "gpt"
+    kv_cache = True  #: generation may keep keys and values (a causal stack; the backbone checks)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -334,6 +335,7 @@ class LSTMLM(nn.Module):
     """
 
     family = "gpt"
+    kv_cache = False  #: generation re-encodes the window at every step
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -353,7 +355,7 @@ class LSTMLM(nn.Module):
         """``logits`` (B, T, V) as :meth:`GPT.forward`; ``hidden`` is the projected state (B, T, d)."""
         if cache is not None or attention:
             raise ValueError("an LSTM has no attention and no key/value cache: call it without "
-                             "attention=True, and generate with use_cache=False")
+                             "attention=True (generation re-encodes the window for an LSTM)")
         if segments is not None:
             raise ValueError("an LSTM has no segment embeddings: call it without segments")
         if pad_mask is not None and not right_padded(pad_mask):
