@@ -35,3 +35,27 @@ def test_coverage_counts_unknown_tokens_and_words_cut_into_three_pieces_or_more(
     assert abroad["split_words"] > at_home["split_words"]
     with pytest.raises(ValueError, match="at least one"):
         coverage(bpe, ["  "])
+
+
+@pytest.mark.parametrize("kind", ["bpe", "wordpiece", "char"])
+def test_the_same_texts_give_the_same_tokenizer_id_for_id(kind, bible):
+    # Hugging Face's trainers number some tokens in hash-map order, which changes from run to run
+    texts = [d.text for d in bible.train]
+    first, again = (bertgpt.train_tokenizer(texts, kind, 600, progress=False) for _ in range(2))
+    assert first.hf.to_str() == again.hf.to_str()
+
+
+def test_merges_take_the_most_frequent_pair_and_break_ties_by_sorting():
+    from collections import Counter
+
+    from bertgpt.tokenizer import SPECIAL_TOKENS, learn_merges
+    words = Counter(low=5, lower=2, newest=6, widest=3)  # Sennrich et al.'s example
+    start = len(SPECIAL_TOKENS) + 10 + 3  # ten letters, three of them also ending a word (+ </w>)
+    vocab, merges = learn_merges(words, start + 3, suffix="</w>")
+    # e+s and s+t</w> both occur 9 times: "e" sorts first; then es+t</w> (9), then l+o (7)
+    assert merges == [("e", "s"), ("es", "t</w>"), ("l", "o")]
+    assert {"est</w>", "lo", "w</w>"} <= set(vocab) and sorted(vocab.values()) == list(range(start + 3))
+    # WordPiece marks continuations: n+t becomes ##n+##t (5, a tie with u+##n won by sorting), then
+    # u+##nt joins as "unt", the right-hand piece's mark dropped
+    _, merges = learn_merges(Counter(unto=3, until=2), len(SPECIAL_TOKENS) + 11 + 2, prefix="##")
+    assert merges == [("##n", "##t"), ("u", "##nt")]

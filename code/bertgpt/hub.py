@@ -303,8 +303,8 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
 def share_tokenizer(name: str, corpus: Corpus, cfg, kind: str | None = None) -> None:
     """Put course model ``name``'s shipped tokenizer where training on ``corpus`` looks for one, when
     it was trained on ``corpus`` and none is there yet: its snapshots and variants then read the same
-    token ids as the shipped weights (one trained again numbers about 65 of its 4,096 tokens
-    otherwise)."""
+    token ids as the shipped weights (the shipped tokenizers come from Hugging Face's trainer, whose
+    numbering changed from run to run; one trained again here would differ in about 65 of 4,096)."""
     name = COURSE.get(name, {}).get("base", name)  # a Table 5 variant reads its base model's tokens
     if _shipped_corpus(name) != corpus.fingerprint:
         return

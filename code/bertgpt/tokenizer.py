@@ -1,4 +1,4 @@
-"""Tokenizers, trained on the corpus with Hugging Face ``tokenizers``: one class, three kinds.
+"""Tokenizers, trained on the corpus and run by Hugging Face ``tokenizers``: one class, three kinds.
 
 - ``"bpe"``: GPT-1's kind. Words are split on whitespace and punctuation, lower-cased, and merged
   bottom-up from characters; a word's last piece carries ``</w>``, as in GPT-1's vocabulary.
@@ -20,9 +20,10 @@ whole words, as pieces, or not at all.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from tokenizers import Tokenizer as _HF
@@ -34,6 +35,7 @@ from .progress import progress_bar
 # GPT-1 needs a start, a delimiter and an extract token for fine-tuning; BERT needs the rest.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[START]", "[DELIM]", "[EXTRACT]")
 KINDS = ("bpe", "wordpiece", "char")
+TRAINER = 2  # in the cache key: 2, learn_merges (tokenizers trained by version 1 changed from run to run)
 
 
 class Tokenizer:
@@ -94,34 +96,103 @@ class Tokenizer:
 
 def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: bool = True) -> Tokenizer:
     """Train a tokenizer of ``kind`` on an iterable of strings; ``progress`` shows a bar over the texts
-    as they are read (``BERTGPT_QUIET=1`` hides it)."""
+    as they are read (``BERTGPT_QUIET=1`` hides it). The same texts give the same tokenizer, id for
+    id, on every run and machine (:func:`learn_merges`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
-    specials = list(SPECIAL_TOKENS)
-    if kind == "bpe":
-        hf = _HF(models.BPE(unk_token="[UNK]", end_of_word_suffix="</w>"))
-        hf.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
-        hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        hf.decoder = decoders.BPEDecoder(suffix="</w>")
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                      end_of_word_suffix="</w>", show_progress=False)
-    elif kind == "wordpiece":
-        hf = _HF(models.WordPiece(unk_token="[UNK]"))
-        hf.normalizer = normalizers.BertNormalizer(lowercase=True)
-        hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        hf.decoder = decoders.WordPiece(prefix="##")
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                            show_progress=False)
-    else:  # char: a BPE with no merges (vocab_size=1) keeps just the alphabet
+    if kind == "char":  # a BPE with no merges (vocab_size=1) keeps just the 200 commonest characters
         hf = _HF(models.BPE(unk_token="[UNK]"))
         hf.normalizer = normalizers.NFKC()
         hf.decoder = decoders.Fuse()
-        trainer = trainers.BpeTrainer(vocab_size=1, special_tokens=specials, limit_alphabet=200,
+        trainer = trainers.BpeTrainer(vocab_size=1, special_tokens=list(SPECIAL_TOKENS), limit_alphabet=200,
                                       show_progress=False)
+        total = len(texts) if hasattr(texts, "__len__") else None
+        hf.train_from_iterator(progress_bar(texts, "train char tokenizer", total=total, enabled=progress),
+                               trainer)
+        return Tokenizer(hf)
+    # the rules that cut a text into words, then the words into pieces
+    normalizer = (normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()]) if kind == "bpe"
+                  else normalizers.BertNormalizer(lowercase=True))
+    words = Counter()
     total = len(texts) if hasattr(texts, "__len__") else None
-    hf.train_from_iterator(progress_bar(texts, f"train {kind} tokenizer", total=total, enabled=progress),
-                           trainer)
+    for text in progress_bar(texts, f"train {kind} tokenizer", total=total, enabled=progress):
+        words.update(w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(
+            normalizer.normalize_str(text)))
+    if kind == "bpe":
+        vocab, merges = learn_merges(words, vocab_size, suffix="</w>")
+        hf = _HF(models.BPE(vocab=vocab, merges=merges, unk_token="[UNK]", end_of_word_suffix="</w>"))
+        hf.decoder = decoders.BPEDecoder(suffix="</w>")
+    else:
+        vocab, _ = learn_merges(words, vocab_size, prefix="##")
+        hf = _HF(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+        hf.decoder = decoders.WordPiece(prefix="##")
+    hf.normalizer = normalizer
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return Tokenizer(hf)
+
+
+def learn_merges(words: Counter, vocab_size: int, prefix: str = "", suffix: str = ""):
+    """Byte-pair merges learned from ``words`` (word -> count): ``(vocab, merges)``, the vocabulary as
+    token -> id and the merges in the order learned.
+
+    The vocabulary starts with the special tokens, then every character the words use, then each
+    word's first character plainly and the others with ``prefix`` ("##", WordPiece's mark of a
+    continuation), a word's last one also with ``suffix`` ("</w>", GPT-1's end of word). Then, until
+    it holds ``vocab_size`` tokens, the most frequent adjacent pair of pieces becomes one piece (a
+    ``prefix`` on the right-hand one is dropped), counting each word as often as it occurs; equal
+    counts go to the pair that sorts first. This is the rule of Hugging Face's trainers, made
+    deterministic: they number some tokens in the order a hash map yields them, which changes from
+    run to run (on the addresses, 65 of 4,096 ids; on the Bible, also which WordPiece tokens exist).
+    """
+    def pieces(word):
+        marked = [c if i == 0 else prefix + c for i, c in enumerate(word)]
+        marked[-1] += suffix
+        return marked
+
+    segmented = [(pieces(w), n) for w, n in sorted(words.items())]
+    first = sorted({c for w in words for c in w}) + sorted({p for ps, _ in segmented for p in ps} - set(
+        "".join(words)))
+    vocab = {t: i for i, t in enumerate(dict.fromkeys([*SPECIAL_TOKENS, *first]))}
+    counts, where = Counter(), defaultdict(set)  # pair -> occurrences, pair -> the words holding it
+    for i, (ps, n) in enumerate(segmented):
+        for pair in zip(ps, ps[1:]):
+            counts[pair] += n
+            where[pair].add(i)
+    heap = [(-n, pair) for pair, n in counts.items()]
+    heapq.heapify(heap)
+    merges = []
+    while len(vocab) < vocab_size and heap:
+        n, pair = heapq.heappop(heap)
+        if counts.get(pair) != -n:
+            continue  # a count since changed: its newer entry is on the heap
+        a, b = pair
+        new = a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
+        merges.append(pair)
+        vocab.setdefault(new, len(vocab))
+        changed = set()
+        for i in sorted(where.pop(pair)):
+            ps, n = segmented[i]
+            merged, j = [], 0
+            while j < len(ps):
+                if j + 1 < len(ps) and (ps[j], ps[j + 1]) == pair:
+                    merged.append(new)
+                    j += 2
+                else:
+                    merged.append(ps[j])
+                    j += 1
+            for old in zip(ps, ps[1:]):
+                counts[old] -= n
+                changed.add(old)
+            for fresh in zip(merged, merged[1:]):
+                counts[fresh] += n
+                where[fresh].add(i)
+                changed.add(fresh)
+            segmented[i] = (merged, n)
+        for p in changed - {pair}:
+            if counts[p] > 0:
+                heapq.heappush(heap, (-counts[p], p))
+        counts.pop(pair, None)
+    return vocab, merges
 
 
 def coverage(tok: Tokenizer, texts, max_texts: int = 2000) -> dict:
@@ -154,7 +225,7 @@ def cache_dir() -> Path:
 
 def tokenizer_path(corpus: Corpus, kind: str = "bpe", vocab_size: int = 4096) -> Path:
     """Where :func:`tokenizer_for` keeps the tokenizer of ``corpus``, ``kind`` and ``vocab_size``."""
-    key = hashlib.sha256(f"{corpus.fingerprint}-{kind}-{vocab_size}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{corpus.fingerprint}-{kind}-{vocab_size}-{TRAINER}".encode()).hexdigest()[:16]
     return cache_dir() / "tokenizers" / f"{corpus.name}-{kind}-{vocab_size}-{key}.json"
 
 
@@ -162,10 +233,9 @@ def tokenizer_for(corpus: Corpus, kind: str = "bpe", vocab_size: int = 4096,
                   progress: bool = True) -> Tokenizer:
     """A tokenizer trained on ``corpus``'s training split, cached by corpus, kind and size.
 
-    Training one is not bit-reproducible (the tokenizers library breaks ties between equally
-    frequent merges differently from run to run: measured here, two trainings on the same text gave
-    about 65 of 4,096 tokens other ids), so a cached tokenizer is kept, and a course model's own is put
-    here before anything trains on its corpus (:func:`bertgpt.hub.pretrained`). ``progress``: see
+    Training one is reproducible (:func:`learn_merges`); a course model's own tokenizer, trained
+    before that was so, is put here before anything trains on its corpus
+    (:func:`bertgpt.hub.pretrained`), so that its variants read its ids. ``progress``: see
     :func:`train_tokenizer`.
     """
     path = tokenizer_path(corpus, kind, vocab_size)
