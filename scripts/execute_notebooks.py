@@ -6,7 +6,8 @@
 Each notebook runs top to bottom in a fresh kernel, from chapters/, with BERTGPT_STATIC=1 so that
 widgets are drawn as static figures. A notebook that runs without error is written back with its new
 outputs; one that fails is left as it was and the script exits with status 1. The run time and result
-of every run go to book/_static/execution-status.json, from which book/status.md is regenerated.
+of every run go to book/_static/execution-status.json, from which book/status.md is regenerated; the
+slowest cells of each run are printed, to show where a chapter's time goes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ CHAPTERS = ROOT / "chapters"
 STATUS_JSON = ROOT / "book" / "_static" / "execution-status.json"
 STATUS_MD = ROOT / "book" / "status.md"
 CELL_TIMEOUT_S = 3600
+SLOWEST = 6  # cells reported after each run: where a chapter's time goes
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
@@ -76,12 +78,23 @@ def execute(path: Path) -> dict:
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata.pop("widgets", None)
+    started, cells = {}, []  # (seconds, index, first line) of every code cell, for the slowest-cells report
+
+    def on_start(cell, cell_index):
+        started[cell_index] = time.perf_counter()
+
+    def on_executed(cell, cell_index, execute_reply):
+        first = next((line for line in cell.source.splitlines() if line.strip()), "")
+        cells.append((time.perf_counter() - started[cell_index], cell_index, first[:60]))
+
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
         record_timing=False,  # no per-cell timestamps in the committed files
         resources={"metadata": {"path": str(CHAPTERS)}},
+        on_cell_start=on_start,
+        on_cell_executed=on_executed,
     )
     start = time.perf_counter()
     try:
@@ -90,6 +103,8 @@ def execute(path: Path) -> dict:
     except Exception as error:  # CellExecutionError, DeadKernelError, CellTimeoutError, ...
         result = f"error: {getattr(error, 'ename', None) or type(error).__name__}"
     seconds = time.perf_counter() - start
+    for seconds_, index, first in sorted(cells, reverse=True)[:SLOWEST]:
+        print(f"  {seconds_:6.0f} s  cell {index}: {first}", flush=True)
     if result == "ok":
         nb.metadata["kernelspec"] = dict(KERNELSPEC)
         write_atomically(path, nbformat.writes(nb) + "\n")
