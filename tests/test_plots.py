@@ -6,7 +6,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from bertgpt.plots import attention_map, loss_curves  # noqa: E402
+import bertgpt  # noqa: E402
+from bertgpt.plots import COLOURS, architecture, attention_map, loss_curves  # noqa: E402
 from bertgpt.trainer import History  # noqa: E402
 
 
@@ -52,3 +53,35 @@ def test_token_strip_draws_one_box_per_token_and_shades_the_special_ones():
     assert shaded == [True, False, False, True]
     assert [t.get_text() for t in ax.texts] == ["[START]", "the", "union", "[EXTRACT]"]
     plt.close(fig)
+
+
+def _drawing(family, **changes):
+    model = bertgpt.build(bertgpt.model_config("tiny", family, **changes))
+    fig, ax = plt.subplots()
+    architecture(ax, model, ["[CLS]", "a", "[MASK]"], ["IsNext", None, "b"], title=family)
+    texts = [t.get_text() for t in ax.texts]
+    plt.close(fig)
+    return ax, texts
+
+
+def test_architecture_is_labelled_from_the_model_config():
+    ax, texts = _drawing("bert", positions="rotary")
+    assert "self-attention, 2 heads, rotary positions" in texts
+    assert "token + segment embeddings" in texts  # rotary: no position embeddings
+    assert "× 2 blocks, width 32" in texts and "mask: none" in texts
+    assert "b" in texts and "IsNext" in texts and ax.get_title() == "bert"
+    _, texts = _drawing("gpt")
+    assert "token + position embeddings" in texts and "mask: causal" in texts
+
+
+def test_architecture_draws_the_mask_the_model_uses_in_its_family_colour():
+    def mask_cells(family):
+        ax, _ = _drawing(family)
+        return [p.get_facecolor() for p in ax.patches if p.get_width() < 0.3]  # the mask's cells
+
+    colour = matplotlib.colors.to_rgba
+    gpt, bert = mask_cells("gpt"), mask_cells("bert")
+    assert len(gpt) == len(bert) == 25
+    assert sum(c == colour(COLOURS["gpt"]) for c in gpt) == 15  # the lower triangle, diagonal included
+    assert all(c == colour(COLOURS["bert"]) for c in bert)
+

@@ -7,6 +7,9 @@ panels and this module only fills them::
     attention_map(axes[0], weights[0, head], tokens, title=f"layer {layer}, head {head}")
     loss_curves(axes[1], {"causal": history_a, "bidirectional": history_b})
     token_strip(axes[2], ["[START]", "the", "union", "[EXTRACT]"], title="one input")
+    architecture(axes[3], gpt.model, ["[SEP]", "the", "union"], ["the", "union", "is"])
+
+Every figure gives each family its colour (:data:`COLOURS`): BERT blue, GPT orange.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from matplotlib.patches import Rectangle
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+#: One colour per model family in every figure of the book: BERT's blue, GPT's (and every left-to-right
+#: model's) orange, the LSTM's green, an untrained model's grey.
+COLOURS = {"bert": "C0", "gpt": "C1", "lstm": "C2", "untrained": "0.5"}
 
 
 def attention_map(ax, weights, tokens: Sequence[str] | None = None, title: str | None = None,
@@ -48,7 +55,8 @@ def attention_map(ax, weights, tokens: Sequence[str] | None = None, title: str |
     return ax
 
 
-def loss_curves(ax, histories: Mapping[str, object], key: str = "loss", title: str | None = None):
+def loss_curves(ax, histories: Mapping[str, object], key: str = "loss", title: str | None = None,
+                colours: Mapping[str, str] | None = None):
     """Draw the training-loss curve of each :class:`~bertgpt.trainer.History`, labelled by its name.
 
     Args:
@@ -56,13 +64,16 @@ def loss_curves(ax, histories: Mapping[str, object], key: str = "loss", title: s
         histories: ``{label: History}``; each history's ``train`` records give steps and values.
         key: Which logged value to draw ("loss" by default).
         title: The panel's title.
+        colours: ``{label: colour}`` for some or all of the histories (:data:`COLOURS` has the
+            families'); the others take matplotlib's next colours.
 
     Returns:
         The ``Axes``.
     """
     for label, history in histories.items():
         records = history.train
-        ax.plot([r["step"] for r in records], [r[key] for r in records], label=label)
+        style = {"color": colours[label]} if colours and label in colours else {}
+        ax.plot([r["step"] for r in records], [r[key] for r in records], label=label, **style)
     ax.set_xlabel("update")
     ax.set_ylabel(f"training {key} (nats per token)" if key == "loss" else key)
     if title:
@@ -84,3 +95,68 @@ def token_strip(ax, tokens: Sequence[str], title: str | None = None, special=lam
     ax.axis("off")
     if title:
         ax.set_title(title, loc="left", fontsize=10)
+
+
+def architecture(ax, model, tokens: Sequence[str], targets: Sequence[str | None], title: str | None = None):
+    """Draw ``model`` as the stack the chapters build, from its own config: one input below (a token
+    per column), the embeddings, the blocks with their attention mask beside them, the output layer,
+    and above each column what pretraining asks of it (None: no loss there).
+
+    Args:
+        ax: The matplotlib ``Axes`` to draw on.
+        model: A built GPT or BERT: its ``config`` labels the drawing, and its mask's colour is the
+            causal (orange) or two-sided (blue) one of :data:`COLOURS`.
+        tokens: The input, one string per position.
+        targets: What pretraining predicts at each position, or None where it predicts nothing.
+        title: The panel's title.
+
+    Returns:
+        The ``Axes``.
+    """
+    cfg, n = model.config, len(tokens)
+    colour = COLOURS["gpt" if cfg.causal else "bert"]
+
+    def box(y, height, text, face="white"):  # one layer of the stack, across every position
+        ax.add_patch(FancyBboxPatch((-0.05, y), n - 0.1, height, boxstyle="round,pad=0.02",
+                                    facecolor=face, edgecolor="black", linewidth=0.8))
+        ax.text(n / 2 - 0.1, y + height / 2, text, ha="center", va="center", fontsize=8)
+
+    for i in range(n):  # each position's path up the stack, and to its target where it has one
+        for lo, hi in ((0.8, 1.2), (2.0, 2.4), (5.1, 5.5), *([(6.3, 6.9)] if targets[i] is not None else [])):
+            ax.plot([i + 0.46] * 2, [lo, hi], color="0.5", linewidth=0.6)
+    for y, words in ((0.0, tokens), (6.9, targets)):
+        for i, word in enumerate(words):
+            if word is not None:  # special tokens and targets shaded in the family's colour
+                shaded = word.startswith("[") or y > 0
+                ax.add_patch(Rectangle((i, y), 0.92, 0.8, facecolor=colour if shaded else "white",
+                                       alpha=0.3 if shaded else 1.0, edgecolor="black", linewidth=0.6))
+                ax.text(i + 0.46, y + 0.4, word, ha="center", va="center", fontsize=7)
+    parts = ["token", *(["position"] if cfg.positions == "learned" else []),
+             *(["segment"] if cfg.segments else [])]
+    box(1.2, 0.8, " + ".join(parts) + " embeddings")
+    norm = "LayerNorm " + {"pre": "before each part (pre-LN)", "post": "after each add (post-LN)"}[cfg.norm]
+    attention = f"self-attention, {cfg.n_head} heads" + (", rotary positions" * (cfg.positions == "rotary"))
+    box(2.4, 2.7, "", face="0.95")
+    for y, text in ((4.45, attention), (3.6, f"feed-forward {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}"),
+                    (2.95, norm)):
+        ax.text(n / 2 - 0.1, y, text, ha="center", va="center", fontsize=8)
+    ax.text(n - 0.1, 2.5, f"× {cfg.n_layer} blocks, width {cfg.d_model}", ha="right", va="bottom", fontsize=7,
+            style="italic")
+    box(5.5, 0.8, "output layer: the token embeddings, tied" + ("" if cfg.causal else "; NSP head on [CLS]"))
+    k = 5  # the attention mask, drawn as k x k: row i is what query i reads
+    for i in range(k):
+        for j in range(k):
+            seen = j <= i or not cfg.causal
+            ax.add_patch(Rectangle((n + 0.4 + 0.3 * j, 4.7 - 0.3 * i), 0.28, 0.28, linewidth=0,
+                                   facecolor=colour if seen else "0.92"))
+    ax.text(n + 0.4 + 0.15 * k, 5.1, "mask: " + ("causal" if cfg.causal else "none"), ha="center",
+            va="bottom", fontsize=7)
+    ax.text(n + 0.4 + 0.15 * k, 3.4, "query i (row) reads\nthe coloured keys", ha="center", va="top",
+            fontsize=6.5)
+    ax.set_xlim(-0.2, n + 0.6 + 0.3 * k)
+    ax.set_ylim(-0.2, 7.9)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
