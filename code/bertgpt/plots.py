@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-#: One colour per model family in every figure of the book: BERT's blue, GPT's (and every left-to-right
-#: model's) orange, the LSTM's green, an untrained model's grey.
+#: One colour per model family in every figure of the book. BERT's is blue, GPT's (and every
+#: left-to-right model's) orange, the LSTM's green and an untrained model's grey.
 COLOURS = {"bert": "C0", "gpt": "C1", "lstm": "C2", "untrained": "0.5"}
 
 
