@@ -131,7 +131,7 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: 
     return Tokenizer(hf)
 
 
-def learn_merges(words: Counter, vocab_size: int, prefix: str = "", suffix: str = ""):
+def learn_merges(words: dict[str, int], vocab_size: int, prefix: str = "", suffix: str = ""):
     """Byte-pair merges learned from ``words`` (word -> count): ``(vocab, merges)``, the vocabulary as
     token -> id and the merges in the order learned.
 
