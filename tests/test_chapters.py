@@ -11,9 +11,9 @@ book shows figures for that chapter (a display hook counts them).
 
 A new chapter is covered without change: every ``chapters/*.ipynb`` is a test. Each has a time limit
 (``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 3000: from an empty cache chapters 3, 5 and 8 train the
-course snapshots or their variants first, 14 to 18 minutes each, one thread each, two at once); a chapter that runs
-past it fails with its name. The chapters run longest first, so that neither worker ends the run
-alone with a long one.
+course snapshots or their variants first, 14 to 18 minutes each, one thread each, two at once); a
+chapter that runs past it fails with its name. The chapters run longest first, so that neither
+worker ends the run alone with a long one.
 The pretrained minis come from the shared model cache (``$BERTGPT_CACHE``), trained at most once
 under its lock, so two chapters can run at once (``pytest -n 2``).
 """
