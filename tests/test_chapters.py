@@ -44,8 +44,8 @@ def _count(data, *args, **kwargs):
     return _publish(data, *args, **kwargs)
 get_ipython().display_pub.publish = _count"""
 # Seconds each chapter took from an empty model cache (python scripts/execute_notebooks.py), the course
-# snapshots and variants it trains included, two or three at a time on two AMD EPYC cores (avx512_bf16,
-# bf16), one thread per model. A chapter not listed, a new one, goes first: its cost is unknown.
+# snapshots and variants it trains included, two at a time on two AMD EPYC cores (avx512_bf16, bf16),
+# one thread per model. A chapter not listed, a new one, goes first: its cost is unknown.
 COLD_SECONDS = {"08_own_text": 1069, "05_verdict": 947, "03_gpt1": 818, "06_questions": 746,
                 "07_practice": 439, "04_bert": 368, "01_before_2018": 212, "02_one_skeleton": 72}
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"), key=lambda p: -COLD_SECONDS.get(p.stem, 10**6))

@@ -84,4 +84,3 @@ def test_architecture_draws_the_mask_the_model_uses_in_its_family_colour():
     assert len(gpt) == len(bert) == 25
     assert sum(c == colour(COLOURS["gpt"]) for c in gpt) == 15  # the lower triangle, diagonal included
     assert all(c == colour(COLOURS["bert"]) for c in bert)
-

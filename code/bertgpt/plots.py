@@ -159,4 +159,3 @@ def architecture(ax, model, tokens: Sequence[str], targets: Sequence[str | None]
     if title:
         ax.set_title(title, fontsize=10)
     return ax
-

@@ -113,11 +113,11 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: 
     # the rules that cut a text into words, then the words into pieces
     normalizer = (normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()]) if kind == "bpe"
                   else normalizers.BertNormalizer(lowercase=True))
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     words = Counter()
     total = len(texts) if hasattr(texts, "__len__") else None
     for text in progress_bar(texts, f"train {kind} tokenizer", total=total, enabled=progress):
-        words.update(w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(
-            normalizer.normalize_str(text)))
+        words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
     if kind == "bpe":
         vocab, merges = learn_merges(words, vocab_size, suffix="</w>")
         hf = _HF(models.BPE(vocab=vocab, merges=merges, unk_token="[UNK]", end_of_word_suffix="</w>"))
@@ -126,8 +126,7 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: 
         vocab, _ = learn_merges(words, vocab_size, prefix="##")
         hf = _HF(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
         hf.decoder = decoders.WordPiece(prefix="##")
-    hf.normalizer = normalizer
-    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.normalizer, hf.pre_tokenizer = normalizer, pre_tokenizer
     return Tokenizer(hf)
 
 
