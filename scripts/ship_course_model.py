@@ -23,7 +23,7 @@ import torch
 from bertgpt import hub
 from bertgpt.checkpoint import load, save
 from bertgpt.compute import pretraining_compute
-from bertgpt.config import TrainConfig
+from bertgpt.config import PretrainConfig
 from bertgpt.corpus import load_corpus
 from bertgpt.heldout import heldout_metrics
 from bertgpt.trainer import resolve_precision
@@ -73,8 +73,8 @@ def main(argv=None):
         sys.exit(f"{args.run} is unfinished (it holds training.pt): resume it to the end first")
     cfg, tcfg = hub.pretrained_configs(args.name, course=True)
     cfg = dataclasses.replace(cfg, vocab_size=ck.config.vocab_size)  # the tokenizer's real size
-    run = TrainConfig(**ck.info["train"])
-    differ = {f.name for f in dataclasses.fields(TrainConfig)
+    run = PretrainConfig(**ck.info["train"])
+    differ = {f.name for f in dataclasses.fields(PretrainConfig)
               if getattr(run, f.name) != getattr(tcfg, f.name)}
     if ck.config != cfg or differ - set(NO_WEIGHT) or ck.info.get("corpus_fingerprint") != corpus.fingerprint:
         sys.exit(f"{args.run} is not the recipe of {args.name}: model {ck.config} against {cfg}; "

@@ -34,3 +34,16 @@ def test_the_finetuning_config_takes_the_same_overrides_and_checks_its_fields():
         bertgpt.apply_overrides(["steps=4"], bertgpt.FinetuneConfig())
     with pytest.raises(ValueError, match="restarts must be a positive integer"):
         bertgpt.FinetuneConfig(restarts=0)
+
+
+def test_the_loop_carries_no_pretraining_recipe_and_a_pretraining_run_carries_both():
+    loop = bertgpt.TrainConfig(steps=10)
+    with pytest.raises(TypeError, match="mask_rate"):
+        bertgpt.TrainConfig(mask_rate=0.4)
+    recipe = bertgpt.train_config("mini", "bert")
+    assert isinstance(recipe, bertgpt.PretrainConfig) and isinstance(recipe, bertgpt.TrainConfig)
+    assert (recipe.mask_rate, recipe.short_fraction) == (0.4, 0.5) and not hasattr(loop, "snapshots")
+    with pytest.raises(ValueError, match="mask_rate must lie strictly between 0 and 1"):
+        bertgpt.PretrainConfig(mask_rate=1.0)
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        bertgpt.PretrainConfig(steps=0)  # the loop's checks hold for a pretraining run too

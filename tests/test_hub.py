@@ -1,5 +1,6 @@
 """bertgpt.hub: the cache of pretrained models, shared safely between processes."""
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -135,6 +136,50 @@ def test_how_a_run_executes_is_not_part_of_the_cache_key_but_what_it_learns_is(c
     assert bertgpt.hub.cache_path("gpt-mini", corpus, changes=faster) == before
     for variant in (dict(lr=1e-3), dict(n_layer=2), dict(snapshots=(5,))):
         assert bertgpt.hub.cache_path("gpt-mini", corpus, changes=variant) != before
+
+
+def test_every_field_of_the_recipe_is_in_the_cache_key(corpus):
+    before = bertgpt.hub.cache_path("bert-mini", corpus)
+    recipe = bertgpt.train_config("mini", "bert")
+    other = dict(steps=7, batch_size=3, accumulate=2, lr=1e-5, warmup=3, decay="linear", weight_decay=0.5,
+                 grad_clip=0.5, eval_every=7, eval_batches=2, seed=5, mask_rate=0.3, mask_split=(1, 0, 0),
+                 nsp=False, short_fraction=0.25, short_length=16, dropout=0.3, snapshots=(2,))
+    fields = {f.name for f in dataclasses.fields(recipe)} - set(bertgpt.hub.RUN_ONLY)
+    assert fields == set(other), "a new training field needs a changed value here"
+    for name, value in other.items():
+        assert getattr(recipe, name) != value
+        assert bertgpt.hub.cache_path("bert-mini", corpus, changes={name: value}) != before, name
+
+
+def test_the_keys_of_entries_cached_before_the_recipe_was_split_from_the_loop_are_kept():
+    # the names recipe 2 gave these entries on the addresses, when one TrainConfig held both the loop's
+    # settings and the pretraining recipe: a cached model keeps its key
+    sotu = bertgpt.load_corpus("sotu")
+    short = dict(steps=100, snapshots=(), warmup=40, eval_every=50)
+    for name, changes, key in (("gpt-mini", None, "8315c9e42528"), ("bert-mini", None, "f612d5758144"),
+                               ("bert-mini", dict(nsp=False, steps=200), "faea5f25512e"),
+                               ("lstm-mini", None, "cec76e6d7b11"), ("gpt-mini", short, "6deb95facdf1")):
+        assert bertgpt.hub.cache_path(name, sotu, changes=changes).name == f"{name}-sotu-{key}"
+
+
+def test_every_model_on_the_addresses_reads_the_shipped_tokenizer_whichever_comes_first(tmp_path,
+                                                                                         monkeypatch):
+    monkeypatch.setenv("BERTGPT_CACHE", str(tmp_path))  # empty: no course model loaded before
+    shipped = {f: bertgpt.pretrained(f"{f}-mini").tokenizer.hf.to_str() for f in ("gpt", "bert")}
+    shutil.rmtree(tmp_path / "tokenizers")  # as if the course models had never been loaded
+    lstm = bertgpt.untrained("lstm-mini")  # not a course model, and the first to ask for a BPE here
+    wordpiece_gpt = bertgpt.untrained("gpt-mini", changes=dict(n_layer=2))
+    assert lstm.tokenizer.hf.to_str() == shipped["gpt"]
+    assert bertgpt.hub.share_tokenizer(bertgpt.load_corpus(), wordpiece_gpt.model.config, "wordpiece")
+    assert bertgpt.tokenizer.tokenizer_for(bertgpt.load_corpus(), "wordpiece").hf.to_str() == shipped["bert"]
+
+
+def test_an_entry_whose_tokenizer_is_learned_is_keyed_by_the_tokenizer_trainer(corpus, monkeypatch):
+    learned = bertgpt.hub.cache_path("gpt-tiny", corpus)  # another corpus and vocabulary: learned here
+    shipped = bertgpt.hub.cache_path("gpt-mini", bertgpt.load_corpus(), course=False)
+    monkeypatch.setattr(bertgpt.hub, "TOKENIZER_TRAINER", bertgpt.hub.TOKENIZER_TRAINER + 1)
+    assert bertgpt.hub.cache_path("gpt-tiny", corpus) != learned  # a new trainer: retrained, not reused
+    assert bertgpt.hub.cache_path("gpt-mini", bertgpt.load_corpus(), course=False) == shipped
 
 
 def test_fields_added_after_recipe_2_enter_the_key_only_when_changed(corpus):

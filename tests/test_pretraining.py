@@ -56,7 +56,7 @@ def test_mask_split_sets_the_shares_and_always_mask_leaves_no_token_visible(word
 @pytest.mark.parametrize("split", [(0.8, 0.1), (0.9, 0.2, -0.1), (0.5, 0.3, 0.1)])
 def test_a_mask_split_that_is_not_three_shares_summing_to_one_is_refused(split):
     with pytest.raises(ValueError, match="mask_split"):
-        bertgpt.TrainConfig(mask_split=split)
+        bertgpt.PretrainConfig(mask_split=split)
 
 
 def test_without_nsp_every_pair_is_a_continuation_and_the_loss_is_mlm_alone(wordpiece):

@@ -14,6 +14,7 @@ from .config import (
                      PRESETS,
                      FinetuneConfig,
                      ModelConfig,
+                     PretrainConfig,
                      TrainConfig,
                      apply_overrides,
                      model_config,

@@ -107,7 +107,7 @@ def _checkpoint(args, family: str | None = None, from_scratch: bool = False, nam
 
 # Fields of the model alone (dropout is also the training run's): fixed by a checkpoint given to --init.
 MODEL_FIELDS = ({f.name for f in dataclasses.fields(config.ModelConfig)}
-                - {f.name for f in dataclasses.fields(config.TrainConfig)})
+                - {f.name for f in dataclasses.fields(config.PretrainConfig)})
 
 
 def _configs(args):
@@ -161,9 +161,9 @@ def _pretrain(args, device) -> dict | None:
     else:
         out, (cfg, tcfg) = _out(args), _configs(args)
         tokenizer = args.tokenizer
-        if getattr(args, "recipe", None):  # a course recipe reads the shipped model's token ids
+        if getattr(args, "recipe", None):
             tokenizer = recipe_tokenizer(args.recipe, tokenizer)
-            share_tokenizer(args.recipe, corpus, cfg, tokenizer)
+        share_tokenizer(corpus, cfg, tokenizer)  # on the addresses, the course models' token ids
         if world()[1] > 1:  # one process per machine trains the tokenizer into its cache; the rest load it
             if int(os.environ.get("LOCAL_RANK", 0)) == 0:
                 prepare(corpus, cfg, tokenizer)

@@ -1,4 +1,5 @@
-"""Configurations: one small typed object for the model, one for training, and named presets.
+"""Configurations: one small typed object for the model, one for the training loop (and one for a
+pretraining run, the loop with its recipe), one for fine-tuning, and named presets.
 
 A preset names a size; the family (``"gpt"`` or ``"bert"``) decides the one switch that separates
 the two 2018 models, the causal mask, and whether segment embeddings exist::
@@ -59,6 +60,12 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """The training loop's settings: how many updates, of what size, on what schedule.
+
+    Every run of :func:`bertgpt.trainer.train` takes one; fine-tuning builds its own. What a
+    pretraining run learns from is :class:`PretrainConfig`, which adds the recipe to these.
+    """
+
     steps: int = 1000          #: optimizer updates
     batch_size: int = 32       #: sequences per micro-batch
     accumulate: int = 1        #: micro-batches per update (effective batch = batch_size * accumulate)
@@ -69,14 +76,7 @@ class TrainConfig:
     grad_clip: float = 1.0     #: global gradient-norm clip; 0 turns it off
     eval_every: int = 200      #: validate every this many updates (and at the end)
     eval_batches: int = 20     #: validation batches per evaluation
-    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (validation keeps 15%)
-    mask_split: tuple[float, ...] = (0.8, 0.1, 0.1)  #: BERT — chosen tokens to [MASK], random, kept
-    nsp: bool = True           #: BERT — next-sentence loss; False — MLM alone, B always the real next
-    short_fraction: float = 0.0  #: BERT — fraction of the updates trained on sequences of short_length
-    short_length: int = 64     #: BERT — the length of those sequences (the paper — 90% of updates at 128)
-    dropout: float | None = None  #: the model's dropout while this run trains; None — as the model was built
     seed: int = 0              #: model initialisation, dropout and the order of batches
-    snapshots: tuple[int, ...] = ()  #: updates after which pretraining also evaluates and keeps the weights
     # How to run, not what to learn: neither is in a pretrained model's cache key (bertgpt.hub).
     precision: str = "auto"    #: "fp32", "bf16", "fp16" or "auto" (bertgpt.trainer.resolve_precision)
     compile: bool = False      #: torch.compile the forward pass (compiling costs time at the start)
@@ -86,6 +86,26 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.decay not in ("cosine", "linear", "constant"):
             raise ValueError(f"decay must be 'cosine', 'linear' or 'constant', not {self.decay!r}")
+        for name in ("steps", "batch_size", "accumulate", "eval_every", "eval_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class PretrainConfig(TrainConfig):
+    """A pretraining run: the loop's settings (:class:`TrainConfig`) and the recipe on top, BERT's
+    data fields, the run's dropout and the updates whose weights are kept."""
+
+    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (validation keeps 15%)
+    mask_split: tuple[float, ...] = (0.8, 0.1, 0.1)  #: BERT — chosen tokens to [MASK], random, kept
+    nsp: bool = True           #: BERT — next-sentence loss; False — MLM alone, B always the real next
+    short_fraction: float = 0.0  #: BERT — fraction of the updates trained on sequences of short_length
+    short_length: int = 64     #: BERT — the length of those sequences (the paper — 90% of updates at 128)
+    dropout: float | None = None  #: the model's dropout while this run trains; None — as the model was built
+    snapshots: tuple[int, ...] = ()  #: updates after which pretraining also evaluates and keeps the weights
+
+    def __post_init__(self):
+        super().__post_init__()
         if not 0 < self.mask_rate < 1:
             raise ValueError(f"mask_rate must lie strictly between 0 and 1, not {self.mask_rate}")
         object.__setattr__(self, "mask_split", tuple(float(s) for s in self.mask_split))  # JSON gives a list
@@ -96,9 +116,8 @@ class TrainConfig:
             raise ValueError(f"short_fraction must lie in [0, 1], not {self.short_fraction}")
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must lie in [0, 1) or be None, not {self.dropout}")
-        for name in ("steps", "batch_size", "accumulate", "eval_every", "eval_batches", "short_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
+        if self.short_length < 1:
+            raise ValueError(f"short_length must be a positive integer, not {self.short_length}")
         if any(s < 1 for s in self.snapshots):
             raise ValueError(f"snapshots must be positive update numbers, not {self.snapshots}")
         # sorted, as a tuple (JSON gives a list); those a shortened run never reaches are dropped
@@ -203,11 +222,11 @@ def model_config(preset: str, family: str | None = None, **overrides) -> ModelCo
     return ModelConfig(causal=causal, segments=0 if causal else 2, **{**_SIZES[preset], **overrides})
 
 
-def train_config(preset: str, family: str | None = None, **overrides) -> TrainConfig:
-    """The training configuration that goes with a named preset (and family: BERT's can differ)."""
+def train_config(preset: str, family: str | None = None, **overrides) -> PretrainConfig:
+    """The pretraining configuration that goes with a named preset (and family: BERT's can differ)."""
     _check_preset(preset)
     bert = _BERT_TRAINING.get(preset, {}) if family == "bert" else {}
-    return TrainConfig(**{**_TRAINING[preset], **bert, **overrides})
+    return PretrainConfig(**{**_TRAINING[preset], **bert, **overrides})
 
 
 def replace_fields(changes: dict, *configs):

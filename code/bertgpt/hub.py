@@ -32,7 +32,7 @@ Variants and snapshots go through the same cache::
     pretrained("gpt-mini", tokenizer="char")  # another kind of tokenizer (bertgpt.tokenizer.KINDS)
 
 ``changes`` sets fields of the model or training config (whichever has the field); the weights at
-the updates ``TrainConfig.snapshots`` lists are saved beside the entry, in ``<entry>.snapshots``,
+the updates ``PretrainConfig.snapshots`` lists are saved beside the entry, in ``<entry>.snapshots``,
 before the entry itself, so an entry that exists has all its snapshots.
 
 Continued pretraining (a cached mini, trained further on another corpus with its own objective and
@@ -57,7 +57,7 @@ import torch
 from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import FAMILIES, ModelConfig, TrainConfig, model_config, replace_fields, train_config
+from .config import FAMILIES, ModelConfig, PretrainConfig, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
 from .model import build
 from .pretraining import (
@@ -71,6 +71,7 @@ from .pretraining import (
     resume,
     summary,
 )
+from .tokenizer import TRAINER as TOKENIZER_TRAINER
 from .tokenizer import cache_dir, tokenizer_path
 from .trainer import validate
 
@@ -80,6 +81,11 @@ RUN_ONLY = ("precision", "compile")
 # Fields added after recipe 2: in the key only when a run changes them, so the entries cached before
 # they existed keep their keys.
 KEYED_IF_CHANGED = ("mask_split", "nsp", "positions")
+# The order of the training fields in a key: recipe 2's, from when the loop's settings and the
+# pretraining recipe were one class, so that splitting it (PretrainConfig) kept every key.
+KEY_FIRST = ("steps", "batch_size", "accumulate", "lr", "warmup", "decay", "weight_decay", "grad_clip",
+             "eval_every", "eval_batches", "mask_rate", "mask_split", "nsp", "short_fraction",
+             "short_length", "dropout", "seed", "snapshots")
 NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini",
          "bert-mini-mlm", "bert-mini-ltr")
 # GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
@@ -199,13 +205,18 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = 
     cfg, tcfg = pretrained_configs(name, seed, changes, course)
     tokenizer = recipe_tokenizer(name, tokenizer)
 
-    def keyed(config, default):
-        return {k: v for k, v in dataclasses.asdict(config).items()
-                if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and v == getattr(default, k))}
+    def keyed(config, default, first=()):
+        fields = dataclasses.asdict(config)
+        order = (*first, *(k for k in fields if k not in first))  # a field added later comes last
+        return {k: fields[k] for k in order
+                if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and fields[k] == getattr(default, k))}
 
-    parts = [keyed(cfg, ModelConfig()), keyed(tcfg, TrainConfig()), corpus.fingerprint, RECIPE]
+    parts = [keyed(cfg, ModelConfig()), keyed(tcfg, PretrainConfig(), KEY_FIRST), corpus.fingerprint, RECIPE]
     if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.default_family]):  # keys made before this option stay
         parts.append(tokenizer)
+    kind = tokenizer or DEFAULT_TOKENIZER[cfg.default_family]
+    if shipped_tokenizer(corpus, kind, cfg.vocab_size) is None:  # learned from the corpus: by which trainer
+        parts.append(f"tokenizer trainer {TOKENIZER_TRAINER}")
     blob = json.dumps(parts)
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
     return cache_dir() / "models" / f"{name}-{corpus.name}-{key}"
@@ -283,8 +294,7 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     directory = cache_path(name, corpus, seed, changes, tokenizer, course)
     snapshot = None if step in (None, tcfg.steps) else snapshot_path(directory, step)
     shipped = _shipped(name, directory) if course else None
-    if course:
-        share_tokenizer(name, corpus, cfg, tokenizer)
+    share_tokenizer(corpus, cfg, tokenizer)
     if shipped is not None and snapshot is None:
         return load(shipped, cfg.default_family, device or "cpu")  # hash-checked, as every checkpoint
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -300,20 +310,35 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     return load(directory if snapshot is None else snapshot, cfg.default_family, device or "cpu")
 
 
-def share_tokenizer(name: str, corpus: Corpus, cfg, kind: str | None = None) -> None:
-    """Put course model ``name``'s shipped tokenizer where training on ``corpus`` looks for one, when
-    it was trained on ``corpus`` and none is there yet: its snapshots and variants then read the same
-    token ids as the shipped weights (the shipped tokenizers come from Hugging Face's trainer, whose
-    numbering changed from run to run; one trained again here would differ in about 65 of 4,096)."""
-    name = COURSE.get(name, {}).get("base", name)  # a Table 5 variant reads its base model's tokens
-    if _shipped_corpus(name) != corpus.fingerprint:
-        return
-    path = tokenizer_path(corpus, kind or DEFAULT_TOKENIZER[cfg.default_family], cfg.vocab_size)
-    if not path.exists():
+def shipped_tokenizer(corpus: Corpus, kind: str, vocab_size: int) -> Path | None:
+    """The tokenizer file a course model ships for ``corpus``, of ``kind`` and the requested
+    ``vocab_size``, if one does (gpt-mini's BPE and bert-mini's WordPiece, on the addresses)."""
+    for name, recipe in COURSE.items():
+        if "base" in recipe or _shipped_corpus(name) != corpus.fingerprint:
+            continue  # a Table 5 variant ships its base model's tokenizer
+        cfg = pretrained_configs(name, course=True)[0]
+        own = recipe_tokenizer(name) or DEFAULT_TOKENIZER[cfg.default_family]
+        if (own, cfg.vocab_size) == (kind, vocab_size):
+            return SHIPPED / name / "tokenizer.json"
+    return None
+
+
+def share_tokenizer(corpus: Corpus, cfg, kind: str | None = None) -> bool:
+    """Put the shipped tokenizer of ``kind`` (default: the family's own) and ``cfg``'s vocabulary size
+    where training on ``corpus`` looks for one, when a course model ships it and none is there yet.
+    Every model on the addresses then reads the course models' token ids, whichever entry was
+    trained first (the shipped tokenizers come from Hugging Face's trainer, whose numbering changed
+    from run to run; one learned again here would differ in about 65 of 4,096). Returns whether the
+    tokenizer is a shipped one, not learned from ``corpus``."""
+    kind = kind or DEFAULT_TOKENIZER[cfg.default_family]
+    source = shipped_tokenizer(corpus, kind, cfg.vocab_size)
+    path = tokenizer_path(corpus, kind, cfg.vocab_size)
+    if source is not None and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
-        shutil.copyfile(SHIPPED / name / "tokenizer.json", partial)
+        shutil.copyfile(source, partial)
         os.replace(partial, path)  # whole or not at all
+    return source is not None
 
 
 def _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes, until=None):
@@ -365,8 +390,7 @@ def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
     corpus = _corpus(corpus)
     course = is_course(name, corpus, changes)
     cfg, _ = pretrained_configs(name, seed, changes, course)
-    if course:
-        share_tokenizer(name, corpus, cfg, recipe_tokenizer(name))
+    share_tokenizer(corpus, cfg, recipe_tokenizer(name))
     tok, cfg = prepare(corpus, cfg, recipe_tokenizer(name))
     torch.manual_seed(seed)
     return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.default_family, untrained=True))

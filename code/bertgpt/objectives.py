@@ -13,7 +13,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from .config import TrainConfig
+from .config import PretrainConfig
 from .inputs import IGNORE, Batch
 from .tokenizer import Tokenizer
 
@@ -67,6 +67,6 @@ def mlm_nsp_loss(model, batch: Batch, nsp: bool = True):
     return (mlm + nsp_loss) if nsp else mlm, metrics
 
 
-def pretraining_loss(family: str, train_cfg: TrainConfig):
+def pretraining_loss(family: str, train_cfg: PretrainConfig):
     """The loss a ``family`` model pretrains with: GPT's next token, BERT's MLM (+ NSP if ``nsp``)."""
     return clm_loss if family == "gpt" else functools.partial(mlm_nsp_loss, nsp=train_cfg.nsp)

@@ -20,7 +20,7 @@ with ``out``, it saves a checkpoint with the training state at every evaluation,
 continues an interrupted run from it. :func:`continue_pretraining` starts from a pretrained checkpoint
 instead of random weights and trains it further, with its family's objective and its own tokenizer,
 on another corpus: ULMFiT's middle stage (Howard and Ruder, 2018), the "domain-adaptive pretraining"
-of Gururangan et al. (2020). The weights at the updates ``TrainConfig.snapshots`` names are
+of Gururangan et al. (2020). The weights at the updates ``PretrainConfig.snapshots`` names are
 kept in the history (``history.snapshots``); :func:`bertgpt.hub.pretrained` saves them with the model.
 """
 
@@ -35,7 +35,7 @@ import warnings
 import torch
 
 from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, save
-from .config import ModelConfig, TrainConfig, train_config
+from .config import ModelConfig, PretrainConfig, TrainConfig, train_config
 from .corpus import Corpus, Document
 from .device import default_device
 from .inputs import Batch, bert_inputs, pad, split_sentences, truncate_pair
@@ -178,7 +178,7 @@ DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}
 VAL_MASK_RATE = 0.15  # validation masks the paper's rate, whatever the training rate, so accuracies compare
 
 
-def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: TrainConfig,
+def pretraining_data(corpus: Corpus, tok: Tokenizer, cfg: ModelConfig, train_cfg: PretrainConfig,
                      family: str | None = None):
     """(training batches, validation batches) for a model of ``family`` (default: the one ``cfg``
     builds) and shape ``cfg``; seeded by ``train_cfg.seed``."""
@@ -219,7 +219,7 @@ def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None, prog
     return tok, dataclasses.replace(cfg, vocab_size=tok.vocab_size)
 
 
-def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: TrainConfig, *, tokenizer: str | None = None,
+def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: PretrainConfig, *, tokenizer: str | None = None,
              device=None, progress: bool = True, out=None, until: int | None = None, on_snapshot=None):
     """Train a tokenizer (cached) and a model of ``cfg`` on ``corpus``.
 
@@ -249,24 +249,24 @@ def resume(directory, corpus: Corpus, *, device=None, progress: bool = True, unt
     if ck.info.get("corpus_fingerprint") != corpus.fingerprint:
         raise CheckpointError(f"{str(directory)!r} was pretrained on another corpus than {corpus.name!r}: "
                               "resume it with the same --corpus")
-    train_cfg = TrainConfig(**ck.info["train"])
+    train_cfg = PretrainConfig(**ck.info["train"])
     options = dict(progress=progress, resume=state, until=until, on_snapshot=on_snapshot)
     history = _train(ck.model, ck.tokenizer, corpus, train_cfg, options, directory)
     return ck.model, ck.tokenizer, history
 
 
-def continuation_config(checkpoint: Checkpoint, steps: int, **changes) -> TrainConfig:
+def continuation_config(checkpoint: Checkpoint, steps: int, **changes) -> PretrainConfig:
     """The training config for continuing ``checkpoint``: its own pretraining recipe (learning rate,
     batches, masking) where its info records one, else the mini recipe of its family; ``steps``
     updates, no snapshots, and ``changes`` (field -> value) on top."""
     recipe = checkpoint.info.get("train") or dataclasses.asdict(train_config("mini", checkpoint.model.family))
-    cfg = TrainConfig(**{**recipe, "snapshots": (), "steps": steps})
+    cfg = PretrainConfig(**{**recipe, "snapshots": (), "steps": steps})
     cfg = dataclasses.replace(cfg, **changes)
     return dataclasses.replace(cfg, eval_every=min(cfg.eval_every, cfg.steps),
                                warmup=min(cfg.warmup, cfg.steps))
 
 
-def continue_pretraining(checkpoint: Checkpoint, corpus: Corpus, train_cfg: TrainConfig, *,
+def continue_pretraining(checkpoint: Checkpoint, corpus: Corpus, train_cfg: PretrainConfig, *,
                          reference: Corpus | None = None, device=None, progress: bool = True, out=None):
     """Keep pretraining ``checkpoint`` on ``corpus``: same objective, same tokenizer, same config.
 
@@ -329,7 +329,7 @@ def _texts(documents: list[Document]) -> list[str]:
     return [p for d in documents for p in d.paragraphs]
 
 
-def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, options: dict, out) -> History:
+def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: PretrainConfig, options: dict, out) -> History:
     """The run :func:`pretrain`, :func:`resume` and :func:`continue_pretraining` share; ``options`` go
     to :func:`~bertgpt.trainer.train`."""
     train_batches, val_batches = pretraining_data(corpus, tok, model.config, train_cfg, model.family)
@@ -352,7 +352,7 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: TrainConfig, option
 
     label = f"pretrain {model.family} ({count_parameters(model):,} params)"
     with dropout_rate(model, train_cfg.dropout):  # the saved model keeps its own rate for fine-tuning
-        return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate,
+        return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate, eval_at=train_cfg.snapshots,
                      progress=label if options["progress"] else False, resume=options.get("resume"),
                      until=options.get("until"))
 

@@ -292,17 +292,18 @@ def optimizer_for(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), **({"fused": True} if fused else {}))
 
 
-def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress: bool | str = True,
-          resume: dict | None = None, until: int | None = None) -> History:
+def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, eval_at: tuple[int, ...] = (),
+          progress: bool | str = True, resume: dict | None = None, until: int | None = None) -> History:
     """Train ``model`` in place, on its device, for ``cfg.steps`` updates; return the :class:`History`.
 
     AdamW (:func:`optimizer_for`), warm-up then cosine/linear decay, gradient clipping, gradient
     accumulation, autocast in ``cfg.precision`` (:func:`precision`; fp16 with a gradient scaler),
     ``torch.compile`` if ``cfg.compile``. One optimizer and one schedule serve the whole run.
-    ``evaluate(run) -> metrics`` runs every ``cfg.eval_every`` updates and at the end (see the module
-    docstring). ``progress`` shows a bar with the time left (a string labels it). ``resume`` is a
-    ``run.state_dict()`` saved by an earlier run of the same configuration: training continues from
-    its step, skipping the batches it consumed, and reaches the weights the uninterrupted run would have.
+    ``evaluate(run) -> metrics`` runs every ``cfg.eval_every`` updates, after each update ``eval_at``
+    names, and at the end (see the module docstring). ``progress`` shows a bar with the time left (a
+    string labels it). ``resume`` is a ``run.state_dict()`` saved by an earlier run of the same
+    configuration: training continues from its step, skipping the batches it consumed, and reaches
+    the weights the uninterrupted run would have.
     ``until`` stops after that many updates, evaluating there, with the schedule of all ``cfg.steps``:
     the first updates of the run, exactly (a model card's recipe is checked this way).
 
@@ -323,7 +324,7 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, progress:
         run.step += 1
         logged += 1
         evaluating = evaluate is not None and (run.step % cfg.eval_every == 0 or run.step == last
-                                               or run.step in cfg.snapshots)
+                                               or run.step in eval_at)
         if run.step % 10 == 0 or run.step == last or evaluating:
             if size > 1:  # the loss of all processes' batches, not only rank 0's
                 running = torch.as_tensor(running, dtype=torch.float32, device=device)
