@@ -97,6 +97,18 @@ def token_strip(ax, tokens: Sequence[str], title: str | None = None, special=lam
         ax.set_title(title, loc="left", fontsize=10)
 
 
+def _attention_mask(ax, x: float, causal: bool, colour: str, k: int = 5) -> int:
+    """The attention mask as a k x k grid from ``x`` rightwards (row i: what query i reads); returns k."""
+    for i in range(k):
+        for j in range(k):
+            ax.add_patch(Rectangle((x + 0.3 * j, 4.7 - 0.3 * i), 0.28, 0.28, linewidth=0,
+                                   facecolor=colour if j <= i or not causal else "0.92"))
+    ax.text(x + 0.15 * k, 5.1, "mask: " + ("causal" if causal else "none"), ha="center", va="bottom",
+            fontsize=7)
+    ax.text(x + 0.15 * k, 3.4, "query i (row) reads\nthe coloured keys", ha="center", va="top", fontsize=6.5)
+    return k
+
+
 def architecture(ax, model, tokens: Sequence[str], targets: Sequence[str | None], title: str | None = None):
     """Draw ``model`` as the stack the chapters build, from its own config: one input below (a token
     per column), the embeddings, the blocks with their attention mask beside them, the output layer,
@@ -143,16 +155,7 @@ def architecture(ax, model, tokens: Sequence[str], targets: Sequence[str | None]
     ax.text(n - 0.1, 2.5, f"× {cfg.n_layer} blocks, width {cfg.d_model}", ha="right", va="bottom", fontsize=7,
             style="italic")
     box(5.5, 0.8, "output layer: the token embeddings, tied" + ("" if cfg.causal else "; NSP head on [CLS]"))
-    k = 5  # the attention mask, drawn as k x k: row i is what query i reads
-    for i in range(k):
-        for j in range(k):
-            seen = j <= i or not cfg.causal
-            ax.add_patch(Rectangle((n + 0.4 + 0.3 * j, 4.7 - 0.3 * i), 0.28, 0.28, linewidth=0,
-                                   facecolor=colour if seen else "0.92"))
-    ax.text(n + 0.4 + 0.15 * k, 5.1, "mask: " + ("causal" if cfg.causal else "none"), ha="center",
-            va="bottom", fontsize=7)
-    ax.text(n + 0.4 + 0.15 * k, 3.4, "query i (row) reads\nthe coloured keys", ha="center", va="top",
-            fontsize=6.5)
+    k = _attention_mask(ax, n + 0.4, cfg.causal, colour)
     ax.set_xlim(-0.2, n + 0.6 + 0.3 * k)
     ax.set_ylim(-0.2, 7.9)
     ax.axis("off")

@@ -130,6 +130,19 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: 
     return Tokenizer(hf)
 
 
+def _merge_pair(pieces: list[str], pair: tuple[str, str], new: str) -> list[str]:
+    """``pieces`` with every occurrence of ``pair``, left to right, replaced by the piece ``new``."""
+    merged, j = [], 0
+    while j < len(pieces):
+        if j + 1 < len(pieces) and (pieces[j], pieces[j + 1]) == pair:
+            merged.append(new)
+            j += 2
+        else:
+            merged.append(pieces[j])
+            j += 1
+    return merged
+
+
 def learn_merges(words: dict[str, int], vocab_size: int, prefix: str = "", suffix: str = ""):
     """Byte-pair merges learned from ``words`` (word -> count): ``(vocab, merges)``, the vocabulary as
     token -> id and the merges in the order learned.
@@ -171,14 +184,7 @@ def learn_merges(words: dict[str, int], vocab_size: int, prefix: str = "", suffi
         changed = set()
         for i in sorted(where.pop(pair)):
             ps, n = segmented[i]
-            merged, j = [], 0
-            while j < len(ps):
-                if j + 1 < len(ps) and (ps[j], ps[j + 1]) == pair:
-                    merged.append(new)
-                    j += 2
-                else:
-                    merged.append(ps[j])
-                    j += 1
+            merged = _merge_pair(ps, pair, new)
             for old in zip(ps, ps[1:]):
                 counts[old] -= n
                 changed.add(old)
