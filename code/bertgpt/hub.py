@@ -14,8 +14,10 @@ presets and lstm-mini. The first call pretrains it (minutes on two CPU cores for
 progress bar) and saves it under ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later
 calls load it. The cache key covers the model and training
 configs, the corpus's content, the seed and the recipe version, so a change to any of them trains
-anew. An entry that fails its checks (half-written, truncated, malformed, of another format) is
-rebuilt, never loaded.
+anew. Every model on the addresses with the course models' kind and size of tokenizer reads their
+shipped tokenizer (:func:`share_tokenizer`); one whose tokenizer is learned from its corpus is keyed
+by the tokenizer trainer's version too. An entry that fails its checks (half-written, truncated,
+malformed, of another format) is rebuilt, never loaded.
 
 This module and the command line are the only places where a name becomes a checkpoint; the
 library's functions take :class:`~bertgpt.checkpoint.Checkpoint` objects. ``untrained(name)`` is the
