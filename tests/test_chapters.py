@@ -10,8 +10,8 @@ the chapter needs, and leave torch alone; and the learner must see at least as m
 book shows figures for that chapter (a display hook counts them).
 
 A new chapter is covered without change: every ``chapters/*.ipynb`` is a test. Each has a time limit
-(``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 3000: from an empty cache chapters 3, 5 and 8 train the
-course snapshots or their variants first, 14 to 18 minutes each, one thread each, two at once); a
+(``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 3000: from an empty cache chapters 3 to 6 and 8 train
+early snapshots, variants or their subject, 12 to 21 minutes each, one thread each, two at once); a
 chapter that runs past it fails with its name. The chapters run longest first, so that neither
 worker ends the run alone with a long one.
 The pretrained minis come from the shared model cache (``$BERTGPT_CACHE``), trained at most once
@@ -46,8 +46,8 @@ get_ipython().display_pub.publish = _count"""
 # Seconds each chapter took from an empty model cache (python scripts/execute_notebooks.py), the course
 # snapshots and variants it trains included, two at a time on two AMD EPYC cores (avx512_bf16, bf16),
 # one thread per model. A chapter not listed, a new one, goes first: its cost is unknown.
-COLD_SECONDS = {"08_own_text": 1069, "05_verdict": 947, "03_gpt1": 818, "06_questions": 746,
-                "07_practice": 439, "04_bert": 368, "01_before_2018": 212, "02_one_skeleton": 72}
+COLD_SECONDS = {"08_own_text": 1277, "03_gpt1": 788, "04_bert": 733, "06_questions": 719,
+                "05_verdict": 710, "07_practice": 482, "01_before_2018": 164, "02_one_skeleton": 85}
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"), key=lambda p: -COLD_SECONDS.get(p.stem, 10**6))
 FIRST_CELL = (ROOT / "scripts" / "first_cell.py").read_text(encoding="utf-8")
 PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a learner installs from
