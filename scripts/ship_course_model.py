@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from bertgpt import hub
-from bertgpt.checkpoint import Checkpoint, load, save
+from bertgpt.checkpoint import load, save
 from bertgpt.compute import pretraining_compute
 from bertgpt.config import PretrainConfig
 from bertgpt.corpus import load_corpus
@@ -100,11 +100,10 @@ def ship_snapshot(name: str, step: int) -> None:
     meta = ("format", "kind", "family", "config", "weights_sha256")  # save() writes these anew
     info = {k: v for k, v in ck.info.items() if k not in meta}
     save(out, ck.model.half(), ck.tokenizer, **info)
-    card_path = hub.SHIPPED / name / "card.json"
-    card = json.loads(card_path.read_text(encoding="utf-8"))
+    card = hub.card(name)
     kept = dict(card.get("snapshots", {}), **{str(step): load(out).info["weights_sha256"]})
     card["snapshots"] = dict(sorted(kept.items(), key=lambda kv: int(kv[0])))
-    card_path.write_text(json.dumps(card, indent=1), encoding="utf-8")
+    (hub.SHIPPED / name / "card.json").write_text(json.dumps(card, indent=1), encoding="utf-8")
     print(json.dumps(dict(name=name, snapshot=step, weights_sha256=card["snapshots"][str(step)])))
 
 
@@ -127,7 +126,8 @@ def ship_run(args) -> None:
     base = hub.COURSE[args.name].get("base")
     if base and ck.tokenizer.hf.get_vocab() != load(hub.SHIPPED / base).tokenizer.hf.get_vocab():
         sys.exit(f"{args.run} reads other token ids than {base}: a Table 5 variant must share its tokens")
-    metrics = heldout_metrics(Checkpoint(stored(ck.model), ck.tokenizer, ck.info), corpus)
+    stored(ck.model)  # scored as it will be stored
+    metrics = heldout_metrics(ck, corpus)
     history = ck.info["history"]
     out = hub.SHIPPED / args.name
     info = dict(name=args.name, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,

@@ -38,12 +38,16 @@ def test_card_holds_the_recipe_in_the_code(name, addresses):
     assert len(card["loss_curve"]) >= tcfg.steps // 10
 
 
+def _forbid(monkeypatch, target: str, what: str):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{what} was pretrained instead of loaded")
+
+    monkeypatch.setattr(hub, target, refuse)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_shipped_weights_load_from_an_empty_cache_without_training(name, monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("a shipped course model was pretrained instead of loaded")
-
-    monkeypatch.setattr(hub, "pretrain", refuse)
+    _forbid(monkeypatch, "pretrain", "a shipped course model")
     ck = bertgpt.pretrained(name)  # the name alone means the course model
     assert ck.info["weights_sha256"] == hub.card(name)["provenance"]["weights_sha256"]
     assert ck.info["train"]["steps"] == hub.COURSE[name]["train"]["steps"]
@@ -105,10 +109,7 @@ def test_everything_shipped_fits_the_budget():
 
 @pytest.mark.parametrize("name", [n for n in NAMES if hub.card(n).get("snapshots")])
 def test_shipped_snapshots_load_without_training_and_match_the_card(name, monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("a shipped snapshot was pretrained instead of loaded")
-
-    monkeypatch.setattr(hub, "_train_entry", refuse)
+    _forbid(monkeypatch, "_train_entry", "a shipped snapshot")
     card = hub.card(name)
     for step, sha in card["snapshots"].items():
         ck = bertgpt.pretrained(name, step=int(step))

@@ -105,7 +105,7 @@ LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
 # position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
 # both papers, named in its card. The snapshots that cost most to retrain, after 400 and 800 updates,
 # ship in `SHIPPED / name / "snapshots"`; asked for, the others are retrained as the recipe's first
-# updates (`pretrained(name, step=...)`), which on two CPU cores takes a minute for the first 200.
+# updates (`pretrained(name, step=...)`).
 _BERT_COURSE = dict(steps=16000, eval_every=1000, short_fraction=0.0)
 COURSE = {
     "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
