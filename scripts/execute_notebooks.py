@@ -2,12 +2,19 @@
 
     python scripts/execute_notebooks.py                      # every notebook in chapters/
     python scripts/execute_notebooks.py chapters/02_*.ipynb  # some of them
+    python scripts/execute_notebooks.py --cold               # each from an empty model cache
 
 Each notebook runs top to bottom in a fresh kernel, from chapters/, with BERTGPT_STATIC=1 so that
-widgets are drawn as static figures. A notebook that runs without error is written back with its new
-outputs; one that fails is left as it was and the script exits with status 1. The run time and result
+widgets are drawn as static figures, and BERTGPT_BOOK=1 so that glued values go to the book, hidden.
+A notebook that runs without error is written back with its new outputs; one that fails is left as
+it was and the script exits with status 1. The run time and result
 of every run go to book/_static/execution-status.json, from which book/status.md is regenerated; the
 slowest cells of each run are printed, to show where a chapter's time goes.
+
+With --cold, each notebook runs with a model cache of its own, empty (a temporary BERTGPT_CACHE), as a
+learner's first run does: it trains everything it needs that does not ship. Those times, the ones a
+learner meets first, also go to the README's table of chapter times (between its cold-times markers).
+Run the script alone for them: two runs at once share the cores and each takes longer.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
+README = ROOT / "README.md"
 STATUS_JSON = ROOT / "book" / "_static" / "execution-status.json"
 STATUS_MD = ROOT / "book" / "status.md"
 CELL_TIMEOUT_S = 3600
@@ -73,7 +81,23 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def execute(path: Path) -> dict:
+def execute(path: Path, cold: bool = False) -> dict:
+    """Run one notebook (:func:`run`); with ``cold``, under a model cache of its own, empty, removed
+    afterwards, and the record keeps that run's time as its ``cold`` one."""
+    if not cold:
+        return run(path)
+    with tempfile.TemporaryDirectory(prefix="bertgpt-cold-") as cache:
+        os.environ["BERTGPT_CACHE"] = cache  # the kernel inherits it
+        try:
+            record = run(path)
+        finally:
+            os.environ.pop("BERTGPT_CACHE")
+    if record["result"] != "ok":
+        return record
+    return {**record, "cold": {k: record[k] for k in ("seconds", "executed", "machine")}}
+
+
+def run(path: Path) -> dict:
     """Run one notebook; write it back only if every cell succeeded. Returns its status record."""
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -123,15 +147,16 @@ def status_markdown(records: dict[str, dict]) -> str:
         "# Execution status",
         "",
         "Every chapter notebook is executed by `python scripts/execute_notebooks.py`, which records",
-        "when it last ran, how long it took and whether every cell succeeded. This page is rewritten by",
-        "that script; do not edit it by hand.",
+        "when it last ran, how long it took and whether every cell succeeded, and how long its last run",
+        "from an empty model cache took (`--cold`): a learner's first run, which trains what does not",
+        "ship. This page is rewritten by that script; do not edit it by hand.",
         "",
         "<!-- run-times:start -->",
     ]
     if records:
         lines += [
-            "| Chapter | Last executed | Run time (s) | Result | Machine |",
-            "|---|---|---:|---|---|",
+            "| Chapter | Last executed | Run time (s) | Result | From an empty cache (s) | Machine |",
+            "|---|---|---:|---|---:|---|",
         ]
         for name, r in sorted(records.items()):
             cells = [
@@ -139,6 +164,7 @@ def status_markdown(records: dict[str, dict]) -> str:
                 r["executed"],
                 f"{r['seconds']:.0f}",
                 r["result"],
+                f"{r['cold']['seconds']:.0f}" if "cold" in r else "—",
                 r["machine"],
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -159,19 +185,41 @@ def status_markdown(records: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def cold_times_markdown(records: dict[str, dict]) -> str:
+    """The README's table: each chapter's last run from an empty model cache, in minutes."""
+    cold = {name: {**r["cold"], "title": r["title"]} for name, r in sorted(records.items()) if "cold" in r}
+    if not cold:
+        return "No chapter has been timed from an empty cache yet.\n"
+    lines = ["| Chapter | First run (minutes) |", "|---|---:|"]
+    for name, r in cold.items():
+        lines.append(f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} |")
+    machines = sorted({r["machine"] for r in cold.values()})
+    lines += ["", "Measured on " + "; ".join(machines) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def replace_between(text: str, start: str, end: str, body: str) -> str:
+    """``text`` with what lies between the marker lines ``start`` and ``end`` replaced by ``body``."""
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}{end}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks to run (default: all in chapters/)")
+    parser.add_argument("--cold", action="store_true", help="run each notebook from an empty model cache")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.paths] or sorted(CHAPTERS.glob("*.ipynb"))
 
     os.environ["BERTGPT_STATIC"] = "1"  # the kernel inherits it: widgets become static figures
+    os.environ["BERTGPT_BOOK"] = "1"  # and glue hands values to the book hidden, not shown in the cell
     os.environ["BERTGPT_QUIET"] = "1"  # and no progress bars in the pages' stored outputs
     ran, failed = {}, []
     for path in paths:
         name = path.relative_to(ROOT).as_posix()
         print(f"executing {name} ...", flush=True)
-        record = execute(path)
+        record = execute(path, cold=args.cold)
         print(f"  {record['result']} in {record['seconds']:.0f} s", flush=True)
         ran[name] = record
         if record["result"] != "ok":
@@ -179,10 +227,18 @@ def main(argv: list[str] | None = None) -> int:
 
     # read the records only now, so that two runs at once (two chapters, two cores) keep both rows
     records = json.loads(STATUS_JSON.read_text()) if STATUS_JSON.exists() else {}
+    for name, record in ran.items():  # a warm run keeps the chapter's last time from an empty cache
+        if "cold" not in record and "cold" in records.get(name, {}):
+            record["cold"] = records[name]["cold"]
     records = {name: r for name, r in {**records, **ran}.items() if (ROOT / name).exists()}
     STATUS_JSON.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(STATUS_JSON, json.dumps(records, indent=2, sort_keys=True) + "\n")
     write_atomically(STATUS_MD, status_markdown(records))
+    if args.cold:
+        table = cold_times_markdown(records)
+        readme = replace_between(README.read_text(encoding="utf-8"), "<!-- cold-times:start -->",
+                                 "<!-- cold-times:end -->", table)
+        write_atomically(README, readme)
     if failed:
         print("failed (outputs left unchanged): " + ", ".join(failed), file=sys.stderr)
         return 1

@@ -1,5 +1,5 @@
-"""The static path of bertgpt.widgets.explore (one figure, drawn at the defaults), and glue with and without
-MyST-NB."""
+"""The static path of bertgpt.widgets.explore (one figure, drawn at the defaults), and glue in the book's run
+and outside it."""
 
 import sys
 import types
@@ -52,8 +52,8 @@ def test_live_explore_starts_at_the_same_defaults(monkeypatch):
     plt.close("all")
 
 
-def test_glue_without_myst_nb_prints_hidden_values_with_their_names(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab: importing fails
+def test_glue_outside_the_books_run_prints_hidden_values_with_their_names(monkeypatch, capsys):
+    monkeypatch.delenv("BERTGPT_BOOK", raising=False)  # a learner's Jupyter, MyST-NB installed or not
     widgets.glue("era_gap", 4.199999809265137, display=False)
     widgets.glue("tokens", 1740800.0, display=False)
     widgets.glue("steps", 850, display=False)
@@ -63,18 +63,24 @@ def test_glue_without_myst_nb_prints_hidden_values_with_their_names(monkeypatch,
         "era_gap = 4.2", "tokens = 1,740,800", "steps = 850", "catch = at none of its snapshots", "0.75"]
 
 
-def test_glue_without_myst_nb_shows_a_hidden_figure(monkeypatch):
-    """The book places a glued figure under its caption; a plain kernel must show it where it is drawn."""
-    monkeypatch.setitem(sys.modules, "myst_nb", None)
+def test_glue_outside_the_books_run_shows_a_hidden_figure(monkeypatch):
+    """The book places a glued figure under its caption; a learner's kernel must show it where it is drawn,
+    MyST-NB installed (the README's local route) or not (Colab)."""
+    monkeypatch.delenv("BERTGPT_BOOK", raising=False)
+    calls = []
+    fake = types.ModuleType("myst_nb")
+    fake.glue = lambda name, value, display=True: calls.append(name)
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda value, **kw: shown.append(value))
     fig, _ = plt.subplots()
     widgets.glue("fig-x", fig, display=False)
     plt.close(fig)
-    assert shown == [fig]
+    assert shown == [fig] and calls == []
 
 
-def test_glue_with_myst_nb_hands_values_to_it_unchanged(monkeypatch, capsys):
+def test_glue_in_the_books_run_hands_values_to_myst_nb_unchanged(monkeypatch, capsys):
+    monkeypatch.setenv("BERTGPT_BOOK", "1")  # as scripts/execute_notebooks.py runs a chapter
     calls = []
     fake = types.ModuleType("myst_nb")
     fake.glue = lambda name, value, display=True: calls.append((name, value, display))

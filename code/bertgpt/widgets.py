@@ -2,7 +2,7 @@
 
 A chapter calls :func:`explore` with a plotting function and its controls. In Jupyter the reader gets
 sliders and drop-downs; in the rendered book, under the execution script (which sets the environment
-variable ``BERTGPT_STATIC``) or wherever ipywidgets is missing, the same function is drawn once at the
+variables ``BERTGPT_STATIC`` and ``BERTGPT_BOOK``) or wherever ipywidgets is missing, the same function is drawn once at the
 controls' default values, so the page shows a picture of exactly what the widget starts from.
 """
 
@@ -97,25 +97,26 @@ def explore(plot: Callable[..., Any], **controls: Any):
 
 
 def glue(name: str, value: Any, display: bool = True) -> None:
-    """Hand ``value`` to the book's prose as ``{glue:text}`name```, where MyST-NB is installed.
+    """Hand ``value`` to the book's prose as ``{glue:text}`name``` in the book's own run; show it anywhere else.
 
-    The rendered book reads glued values from the executed notebook and places each one in the prose
-    (a figure under its caption), so a chapter glues its results hidden (``display=False``). Where
-    ``myst_nb`` is missing (a learner's Colab runtime, say), nothing would place them, so every value
-    shows where it is computed: a number or a string is printed with its name (``era_gap = 4.2``)
-    and anything else (a figure, say) is displayed as the cell's output, hidden or not.
+    The rendered book reads glued values from the notebooks as the execution script ran them (it sets
+    the environment variable ``BERTGPT_BOOK``) and places each one in the prose, a figure under its
+    caption, so a chapter glues its results hidden (``display=False``). Anywhere else, in a learner's
+    Jupyter or Colab, nothing places them, so every value shows where it is computed: a number or a
+    string is printed with its name (``era_gap = 4.2``) and anything else (a figure, say) is displayed
+    as the cell's output, hidden or not.
     """
-    try:
+    if os.environ.get("BERTGPT_BOOK"):
         from myst_nb import glue as myst_glue
-    except ImportError:
-        if display or not isinstance(value, (str, numbers.Number)):
-            from IPython.display import display as show
 
-            show(value)
-        else:
-            print(f"{name} = {_plain(value)}")
+        myst_glue(name, value, display=display)
         return
-    myst_glue(name, value, display=display)
+    if display or not isinstance(value, (str, numbers.Number)):
+        from IPython.display import display as show
+
+        show(value)
+    else:
+        print(f"{name} = {_plain(value)}")
 
 
 def _plain(value: str | numbers.Number) -> str:
