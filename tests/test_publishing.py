@@ -42,3 +42,15 @@ def test_licences_and_citation():
     assert {"title", "authors", "message"} <= set(citation)
     footer = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["extra_footer"]
     assert "CC BY 4.0" in footer and "MIT" in footer
+
+
+def test_the_readmes_commands_are_the_ones_ci_and_the_pages_run():
+    """The README's two commands for a fresh machine, CI's run and the local route agree."""
+    readme = (ROOT / "README.md").read_text()
+    build = "bash scripts/setup.sh && jupyter-book build . --warningiserror --keep-going"
+    test = "bash scripts/setup.sh && bash scripts/test.sh"
+    assert f"```bash\n{build}\n```" in readme and f"```bash\n{test}\n```" in readme
+    assert test in (ROOT / ".ci" / "run").read_text()
+    local = re.search(r"bash scripts/setup\.sh\njupyter lab (\S+)/\n", readme).group(1)
+    chapters = sorted(p.name for p in (ROOT / "chapters").glob("*.ipynb"))
+    assert sorted(p.name for p in (ROOT / local).glob("*.ipynb")) == chapters
