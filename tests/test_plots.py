@@ -84,3 +84,47 @@ def test_architecture_draws_the_mask_the_model_uses_in_its_family_colour():
     assert len(gpt) == len(bert) == 25
     assert sum(c == colour(COLOURS["gpt"]) for c in gpt) == 15  # the lower triangle, diagonal included
     assert all(c == colour(COLOURS["bert"]) for c in bert)
+
+
+def test_family_cmap_runs_from_white_to_the_family_colour():
+    from bertgpt.plots import family_cmap
+
+    for family in ("gpt", "bert"):
+        cmap = family_cmap(family)
+        assert cmap(0.0)[:3] == (1.0, 1.0, 1.0)
+        assert cmap(1.0) == matplotlib.colors.to_rgba(COLOURS[family])
+
+
+def test_weight_labels_writes_each_nonzero_entry_in_its_cell():
+    from bertgpt.plots import weight_labels
+
+    fig, ax = plt.subplots()
+    weights = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    attention_map(ax, weights)
+    weight_labels(ax, weights, fmt=lambda v: f"{v:g}")
+    placed = {(t.get_position(), t.get_text()) for t in ax.texts}
+    assert placed == {((0, 0), "1"), ((0, 1), "0.5"), ((1, 1), "0.5")}
+    assert [t.get_color() for t in ax.texts if t.get_text() == "1"] == ["white"]  # on the dark cell
+    plt.close(fig)
+
+
+def test_block_diagram_puts_the_layernorms_where_the_norm_says():
+    from bertgpt.plots import block_diagram
+
+    def boxes_bottom_to_top(norm):
+        fig, ax = plt.subplots()
+        block_diagram(ax, norm, title=norm)
+        names = {"LayerNorm", "self-attention", "feed-forward"}
+        texts = sorted((t.get_position()[1], t.get_text(), t.get_position()[0]) for t in ax.texts
+                       if t.get_text() in names)
+        plt.close(fig)
+        return [(text, "stream" if x == 0 else "branch") for _, text, x in texts]
+
+    assert boxes_bottom_to_top("pre") == [("LayerNorm", "branch"), ("self-attention", "branch"),
+                                          ("LayerNorm", "branch"), ("feed-forward", "branch")]
+    assert boxes_bottom_to_top("post") == [("self-attention", "branch"), ("LayerNorm", "stream"),
+                                           ("feed-forward", "branch"), ("LayerNorm", "stream")]
+    import pytest
+
+    with pytest.raises(ValueError, match="norm"):
+        block_diagram(plt.subplots()[1], "middle")

@@ -8,6 +8,7 @@ panels and this module only fills them::
     loss_curves(axes[1], {"causal": history_a, "bidirectional": history_b})
     token_strip(axes[2], ["[START]", "the", "union", "[EXTRACT]"], title="one input")
     architecture(axes[3], gpt.model, ["[SEP]", "the", "union"], ["the", "union", "is"])
+    block_diagram(axes[4], norm="pre")     # one block: the residual stream and its two branches
 
 Every figure gives each family its colour (:data:`COLOURS`): BERT blue, GPT orange.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from matplotlib.patches import FancyBboxPatch, Rectangle
+from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
 #: One colour per model family in every figure of the book. BERT's is blue, GPT's (and every
 #: left-to-right model's) orange, the LSTM's green and an untrained model's grey.
@@ -158,6 +159,110 @@ def architecture(ax, model, tokens: Sequence[str], targets: Sequence[str | None]
     k = _attention_mask(ax, n + 0.4, cfg.causal, colour)
     ax.set_xlim(-0.2, n + 0.6 + 0.3 * k)
     ax.set_ylim(-0.2, 7.9)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def family_cmap(family: str):
+    """A colour map from white to the colour of ``family`` in :data:`COLOURS`, so that a heat map of a
+    GPT's weights is orange and a BERT's blue: ``attention_map(ax, w, cmap=family_cmap("gpt"))``."""
+    from matplotlib.colors import LinearSegmentedColormap, to_rgb
+
+    return LinearSegmentedColormap.from_list(f"{family}-weights", ["white", to_rgb(COLOURS[family])])
+
+
+def weight_labels(ax, weights, fmt="{:.2f}", skip_zero: bool = True, fontsize: float = 7):
+    """Write each entry of a (T, S) matrix in its cell of the heat map ``ax`` already shows, in white
+    on the darker half of the colour scale.
+
+    Args:
+        ax: An ``Axes`` holding the map (:func:`attention_map`).
+        weights: The (T, S) matrix drawn there (tensor, array or nested list).
+        fmt: A format string, or a function from an entry to its label.
+        skip_zero: Leave cells holding 0 blank.
+        fontsize: The labels' size.
+
+    Returns:
+        The ``Axes``.
+    """
+    w = weights.detach().float().cpu().numpy() if hasattr(weights, "detach") else np.asarray(weights, float)
+    images = ax.get_images()
+    top = images[-1].norm.vmax if images and images[-1].norm.vmax else float(np.nanmax(np.abs(w)))
+    for (i, j), value in np.ndenumerate(w):
+        if skip_zero and value == 0:
+            continue
+        value = float(value)
+        label = fmt(value) if callable(fmt) else fmt.format(value)
+        ax.text(j, i, label, ha="center", va="center", fontsize=fontsize,
+                color="white" if np.isfinite(value) and value > 0.6 * top else "black")
+    return ax
+
+
+def _block_box(ax, x, y, text):
+    """One part of :func:`block_diagram`, centred at (x, y); LayerNorms shaded."""
+    shade = "0.88" if text == "LayerNorm" else "white"
+    ax.add_patch(FancyBboxPatch((x - 0.75, y - 0.22), 1.5, 0.44, boxstyle="round,pad=0.03",
+                                facecolor=shade, edgecolor="black", linewidth=0.8, zorder=3))
+    ax.text(x, y, text, ha="center", va="center", fontsize=8, zorder=4)
+
+
+def _arrow(ax, x0, y0, x1, y1):
+    ax.annotate("", (x1, y1), (x0, y0), arrowprops=dict(arrowstyle="->", color="0.3", lw=1), zorder=2)
+
+
+def _branch(ax, y: float, boxes: Sequence[str]) -> float:
+    """A residual branch of :func:`block_diagram` leaving the stream at ``y``: its ``boxes`` on the
+    right, bottom to top, then the addition back into the stream; returns the height above it."""
+    top = y + 0.6 * len(boxes) + 0.5  # where the branch adds back
+    ax.plot([0, 1.6, 1.6], [y + 0.15, y + 0.15, y + 0.3], color="0.3", lw=1)
+    for i, text in enumerate(boxes):
+        _block_box(ax, 1.6, y + 0.6 + 0.6 * i, text)
+        if i:  # from the box below into this one
+            ax.plot([1.6, 1.6], [y + 0.6 * i + 0.2, y + 0.6 * i + 0.4], color="0.3", lw=1)
+    ax.plot([1.6, 1.6, 0.13], [y + 0.6 * len(boxes) + 0.22, top, top], color="0.3", lw=1)
+    _arrow(ax, 0, y, 0, top - 0.13)
+    ax.add_patch(Circle((0, top), 0.13, facecolor="white", edgecolor="black", zorder=3))
+    ax.text(0, top, "+", ha="center", va="center", fontsize=9, zorder=4)
+    ax.text(-0.12, (y + top) / 2, "residual", rotation=90, ha="right", va="center", fontsize=7, color="0.3")
+    return top + 0.13
+
+
+def block_diagram(ax, norm: str = "pre", title: str | None = None):
+    """One Transformer block drawn as what it does to the residual stream, bottom to top.
+
+    The stream runs up the left; each sublayer (self-attention, then the feed-forward network) sits
+    on a branch that reads the stream and adds its output back to it (the residual connection). With
+    ``norm="pre"`` (GPT-2 onward, the course's minis) a LayerNorm opens each branch and the stream
+    itself is never normalised; with ``norm="post"`` (the original Transformer, GPT-1, BERT) a
+    LayerNorm sits on the stream after each addition.
+
+    Args:
+        ax: The matplotlib ``Axes`` to draw on.
+        norm: "pre" or "post", as ``ModelConfig.norm``.
+        title: The panel's title.
+
+    Returns:
+        The ``Axes``.
+    """
+    if norm not in ("pre", "post"):
+        raise ValueError(f"norm must be 'pre' or 'post', not {norm!r}")
+    y = 0.0
+    ax.text(0, y - 0.15, "x: one vector per position", ha="center", va="top", fontsize=8)
+    for sublayer in ("self-attention", "feed-forward"):
+        if norm == "pre":
+            y = _branch(ax, y, ["LayerNorm", sublayer])
+        else:  # the stream itself passes through the LayerNorm after the addition
+            y = _branch(ax, y, [sublayer])
+            _block_box(ax, 0, y + 0.6, "LayerNorm")
+            _arrow(ax, 0, y, 0, y + 0.38)
+            y += 0.82
+    _arrow(ax, 0, y, 0, y + 0.35)
+    ax.text(0, y + 0.4, "to the next block", ha="center", va="bottom", fontsize=8)
+    ax.set_xlim(-0.9, 2.5)
+    ax.set_ylim(-0.6, y + 0.8)
+    ax.set_aspect("equal")
     ax.axis("off")
     if title:
         ax.set_title(title, fontsize=10)
