@@ -13,6 +13,7 @@
     python -m bertgpt pretrain --recipe bert-mini --out runs/bert-mini   # retrain a course model
     python -m bertgpt card bert-mini                                     # its recipe, provenance, figures
     python -m bertgpt evaluate --checkpoint bert-mini                    # held-out figures, as JSON
+    python -m bertgpt export-onnx bert-mini --out bert-mini.onnx         # for onnxruntime (the book's widget)
 
 A course model's name (gpt-mini, bert-mini) given to ``--checkpoint`` means the weights that ship
 with the package (``bertgpt.hub.COURSE``); lstm-mini is trained on first use and cached.
@@ -47,6 +48,7 @@ from .compute import flops_per_token, peak_tflops
 from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides
 from .corpus import CORPORA, load_corpus
 from .device import default_device
+from .export import OPSET, OUTPUTS, export_onnx
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
 from .heldout import heldout_metrics
@@ -327,6 +329,22 @@ def cmd_evaluate(args) -> dict:
     return dict(checkpoint=str(args.checkpoint), family=ck.model.family, **heldout_metrics(ck))
 
 
+def cmd_export_onnx(args) -> dict:
+    """Write a course model (or a checkpoint directory) as one ONNX file: logits and attention weights."""
+    name = str(args.name)
+    if name not in COURSE and not os.path.isdir(name):
+        raise ValueError(f"unknown model {name!r}: give one of the course models ({', '.join(COURSE)}) "
+                         "or a checkpoint directory")
+    ck = pretrained(name, device="cpu") if name in COURSE else load(name)
+    label = os.path.basename(os.path.normpath(name))
+    try:
+        path = export_onnx(ck, args.out or f"{label}.onnx", name=label)
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    return dict(name=label, path=str(path), bytes=path.stat().st_size, inputs=["ids"], outputs=list(OUTPUTS),
+                opset=OPSET, context=ck.config.context)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bertgpt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -405,6 +423,10 @@ def _model_commands(sub) -> None:
     _checkpoint_argument(p)
     p.add_argument("--device", help="cuda, mps or cpu (default: the CPU)")
     p.set_defaults(run=cmd_evaluate)
+    p = sub.add_parser("export-onnx", help="write a course model as an ONNX file (logits, attention)")
+    p.add_argument("name", help=f"one of the course models ({', '.join(COURSE)}) or a checkpoint directory")
+    p.add_argument("--out", help="the ONNX file to write (default: NAME.onnx)")
+    p.set_defaults(run=cmd_export_onnx)
 
 
 def main(argv=None) -> None:
