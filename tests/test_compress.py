@@ -8,6 +8,7 @@ from torch import nn
 
 from bertgpt.compress import (
     checkpointing,
+    classify_seconds,
     distill,
     distillation_loss,
     median_seconds,
@@ -105,3 +106,12 @@ def test_median_seconds_is_the_median():
         time.sleep(next(calls))
 
     assert 0.018 < median_seconds(wait, repeats=3, warmup=1) < 0.05  # neither 0 nor 0.06 nor 0.08
+
+
+def test_classify_seconds_times_one_batch_without_gradients_and_leaves_the_mode(gpt_ck, party):
+    clf = Classifier(gpt_ck.model, gpt_ck.tokenizer, party.labels).train()
+    calls = []
+    clf.register_forward_hook(lambda m, args, out: calls.append((torch.is_grad_enabled(), m.training)))
+    seconds = classify_seconds(clf, party.test[:8], repeats=3)
+    assert seconds > 0 and clf.training  # the caller's mode back
+    assert calls == [(False, False)] * 4  # one warm-up and three timed calls, each one batch, in eval mode

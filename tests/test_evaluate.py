@@ -5,6 +5,7 @@ import torch
 
 from bertgpt.evaluate import (
     accuracy,
+    bands_apart,
     bits_per_character,
     cloze_accuracy,
     cloze_items,
@@ -14,6 +15,7 @@ from bertgpt.evaluate import (
     macro_f1,
     masked_token_accuracy,
     perplexity,
+    seed_band,
     shared_words,
 )
 from bertgpt.inputs import split_sentences
@@ -126,3 +128,13 @@ def test_bits_per_character_is_the_texts_nats_in_bits_over_their_characters(gpt,
     assert 0.3 * math.log2(wordpiece.vocab_size) / 5 < expected < 3 * math.log2(wordpiece.vocab_size)
     with pytest.raises(ValueError, match="no text to score"):
         bits_per_character(gpt, wordpiece, [" "])
+
+
+def test_seed_bands_are_mean_and_half_range_and_apart_only_when_they_do_not_overlap():
+    assert seed_band([0.5, 0.7, 0.6]) == pytest.approx((0.6, 0.1))
+    assert seed_band([0.4]) == (0.4, 0.0)
+    with pytest.raises(ValueError):
+        seed_band([])
+    assert bands_apart([0.5, 0.7], [0.8, 0.9])  # 0.6 ± 0.1 against 0.85 ± 0.05
+    assert not bands_apart([0.5, 0.7], [0.65, 0.85])  # 0.6 ± 0.1 against 0.75 ± 0.1: they overlap
+    assert bands_apart([0.3, 0.3], [0.31]) and not bands_apart([0.3], [0.3])

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import bertgpt
 from bertgpt.config import FinetuneConfig
-from bertgpt.finetune import Classifier, finetune, load_classifier, predict, save_classifier
+from bertgpt.finetune import Classifier, finetune, load_classifier, patience_stop, predict, save_classifier
 from bertgpt.inputs import IGNORE
 from bertgpt.tasks import Example, Tagged
 
@@ -155,6 +155,21 @@ def test_one_run_is_one_schedule_with_early_stopping_on_validation(bert_ck, part
     assert result["val_accuracy"] == best
     assert result["best_epoch"] == next(h["epoch"] for h in result["history"] if h["val_accuracy"] == best)
     assert result["epochs_run"] == 4 or result["epochs_run"] == result["best_epoch"] + 1
+
+
+def test_patience_stop_replays_the_runs_early_stopping(bert_ck, party):
+    history = [dict(epoch=e + 1, val_accuracy=v) for e, v in enumerate([0.5, 0.5, 0.4, 0.6, 0.7, 0.6])]
+    assert patience_stop(history, 1) == (2, 0.5)  # a tie does not reset the count
+    assert patience_stop(history, 2) == (3, 0.5)
+    assert patience_stop(history, 3) == (6, 0.7)  # never ran out: the last epoch, the best kept
+    with pytest.raises(ValueError, match="patience"):
+        patience_stop(history, 0)
+    # the same answer as a real run with that patience, from the history of a run without stopping
+    cfg = FinetuneConfig(epochs=4, patience=4, lr=1e-3, batch_size=8)
+    small = party.subsample(32)
+    full = finetune(bert_ck, small, cfg, device="cpu")[1]["history"]
+    stopped = finetune(bert_ck, small, dataclasses.replace(cfg, patience=1), device="cpu")[1]
+    assert patience_stop(full, 1) == (stopped["epochs_run"], stopped["val_accuracy"])
 
 
 def test_keep_layers_keeps_the_lower_blocks_and_reinitialises_the_rest(gpt_ck):

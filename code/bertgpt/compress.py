@@ -33,7 +33,7 @@ from torch.utils.checkpoint import checkpoint as _checkpoint
 
 from .checkpoint import Checkpoint
 from .config import FinetuneConfig
-from .device import default_device, eval_mode, to_device
+from .device import default_device, device_of, eval_mode, to_device
 from .evaluate import accuracy
 from .finetune import Classifier, fine_tuning_run, predict
 from .inputs import Batch
@@ -103,6 +103,21 @@ def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
         fn()
         times.append(time.perf_counter() - tic)
     return statistics.median(times)
+
+
+def classify_seconds(classifier: Classifier, examples: list[Example], repeats: int = 7) -> float:
+    """The median wall time (:func:`median_seconds`) of classifying ``examples`` as one batch, without
+    gradients, on the classifier's device: a model's serving cost, measured once and read by every
+    comparison that needs it."""
+    batch = to_device(classifier.collate(classifier.pack(examples)), device_of(classifier))
+
+    def run():
+        with torch.no_grad(), eval_mode(classifier):
+            classifier(batch)
+            if batch["input_ids"].is_cuda:
+                torch.cuda.synchronize()
+
+    return median_seconds(run, repeats=repeats)
 
 
 def size_on_disk(module: nn.Module) -> int:

@@ -244,6 +244,22 @@ def macro_f1(y_true, y_pred) -> float:
     return sum(f1(t, p, c) for c in classes) / len(classes)
 
 
+def seed_band(scores) -> tuple[float, float]:
+    """(mean, half the range) of one condition's scores over seeds: the band, mean ± half the range,
+    by which the chapters tell two conditions apart (:func:`bands_apart`)."""
+    scores = [float(s) for s in scores]
+    if not scores:
+        raise ValueError("seed_band needs at least one score")
+    return sum(scores) / len(scores), (max(scores) - min(scores)) / 2
+
+
+def bands_apart(a, b) -> bool:
+    """Whether two conditions' scores over seeds differ beyond the seeds: their bands, mean ± half the
+    range (:func:`seed_band`), do not overlap."""
+    (mean_a, half_a), (mean_b, half_b) = seed_band(a), seed_band(b)
+    return abs(mean_a - mean_b) > half_a + half_b
+
+
 def confusion_matrix(y_true, y_pred, n_classes: int | None = None) -> list[list[int]]:
     """Counts ``m[i][j]`` of examples of true class i predicted as j (classes 0 .. n_classes-1)."""
     t, p = _labels(y_true, y_pred)

@@ -263,6 +263,25 @@ def fine_tuning_run(classifier: Classifier, task: Task, cfg: FinetuneConfig, see
             "lr": lr, "batch_size": cfg.batch_size, "history": history}
 
 
+def patience_stop(history: list[dict], patience: int, key: str = "val_accuracy") -> tuple[int, float]:
+    """What a run with this ``patience`` would have done, replayed from a longer run's per-epoch
+    ``history`` (as :func:`finetune` returns it): (the epoch after which it stops, the best ``key`` it
+    keeps). As in the trainer, only a strictly better score resets the count; a run that never runs
+    out of patience stops at the history's last epoch. A longer patience can only stop later and keep
+    as much or more."""
+    if patience < 1:
+        raise ValueError(f"patience must be at least 1, not {patience}")
+    best, waited = float("-inf"), 0
+    for h in history:
+        if h[key] > best:
+            best, waited = h[key], 0
+        else:
+            waited += 1
+            if waited == patience:
+                return h["epoch"], best
+    return history[-1]["epoch"], best
+
+
 def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, from_scratch: bool, device,
                    progress: bool):
     """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""
