@@ -11,12 +11,16 @@ from bertgpt.evaluate import (
     cloze_items,
     cloze_ranks,
     confusion_matrix,
+    doubled_words,
     f1,
     macro_f1,
     masked_token_accuracy,
     perplexity,
     seed_band,
+    sem,
     shared_words,
+    standard_error,
+    z_score,
 )
 from bertgpt.inputs import split_sentences
 from bertgpt.scoring import log_likelihood, token_log_probs
@@ -138,3 +142,32 @@ def test_seed_bands_are_mean_and_half_range_and_apart_only_when_they_do_not_over
     assert bands_apart([0.5, 0.7], [0.8, 0.9])  # 0.6 ± 0.1 against 0.85 ± 0.05
     assert not bands_apart([0.5, 0.7], [0.65, 0.85])  # 0.6 ± 0.1 against 0.75 ± 0.1: they overlap
     assert bands_apart([0.3, 0.3], [0.31]) and not bands_apart([0.3], [0.3])
+
+
+def test_doubled_words_counts_a_word_repeated_at_once():
+    assert doubled_words("of of the union") == 1 / 4
+    assert doubled_words("the union of the states") == 0
+    assert doubled_words("") == 0
+
+
+def test_standard_error_of_an_accuracy_is_binomial():
+    assert math.isclose(standard_error(0.5, 200), (0.25 / 200) ** 0.5)
+    assert standard_error(1.0, 50) == 0
+    with pytest.raises(ValueError):
+        standard_error(0.5, 0)
+
+
+def test_z_score_divides_a_gap_by_the_error_of_the_difference():
+    a, b, n = 0.7, 0.5, 300
+    error = (a * (1 - a) / n + b * (1 - b) / n) ** 0.5
+    assert math.isclose(z_score(a, b, n), (a - b) / error)
+    assert math.isclose(z_score(b, a, n), -z_score(a, b, n))
+    assert z_score(1.0, 1.0, n) == 0
+
+
+def test_sem_is_the_standard_deviation_over_the_root_of_the_count():
+    xs = [0.5, 0.6, 0.7]
+    assert math.isclose(sem(xs), 0.1 / 3 ** 0.5)
+    assert math.isclose(sem(torch.tensor(xs)), sem(xs), rel_tol=1e-6)
+    with pytest.raises(ValueError):
+        sem([0.5])

@@ -37,6 +37,18 @@ def test_log_likelihood_is_the_sum_of_next_token_log_probs(gpt, wordpiece):
     assert math.isclose(score.log_prob, float(by_hand), rel_tol=1e-5)
 
 
+def test_a_continuation_is_scored_after_its_prompt_which_is_read_not_counted(gpt, wordpiece):
+    prompt, text = "the congress shall have", "power to lay and collect taxes"
+    p, t = wordpiece.encode(prompt), wordpiece.encode(text)
+    ids = torch.tensor([[wordpiece.sep_id, *p, *t]])
+    with torch.no_grad():
+        by_hand = -F.cross_entropy(gpt(ids).logits[0, -len(t) - 1:-1], ids[0, -len(t):], reduction="sum")
+    score = log_likelihood(gpt, wordpiece, text, after=prompt)
+    assert score.n_tokens == len(t)
+    assert math.isclose(score.log_prob, float(by_hand), rel_tol=1e-5)
+    assert score.log_prob != log_likelihood(gpt, wordpiece, text).log_prob  # the prompt was read
+
+
 def test_a_long_stream_is_scored_once_per_token_in_sliding_windows(gpt):
     stream = torch.randint(8, 100, (100,))  # > 3 contexts of 32
     for stride in (8, 16, 31):

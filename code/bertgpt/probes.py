@@ -16,9 +16,20 @@ for both models keeps the comparison fair, and it needs no token the model was n
 summarise with (GPT never saw ``[EXTRACT]`` in pretraining; BERT's ``[CLS]`` learned only next-sentence
 prediction). ``pool="token"`` takes each family's own summary position instead: the last real token
 for GPT (the only position whose causal view covers the whole input), ``[CLS]`` for BERT.
+
+A probe of a frozen model gives the same answer every time, so :func:`cached_probe` keeps it in the
+cache, keyed by the model's weights, the task's examples and the probe's settings: two chapters that
+read the same layers of the same model probe it once::
+
+    cached_probe(pretrained("gpt-mini"), load_task("next"), max_examples=300)
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +39,7 @@ from .device import device_of, eval_mode, to_device
 from .inputs import collate, pack_examples
 from .progress import progress_bar
 from .tasks import Example, Task
+from .tokenizer import cache_dir
 
 POOLS = ("mean", "token")
 
@@ -79,14 +91,16 @@ def fit_linear(x: torch.Tensor, y: torch.Tensor, n_classes: int, l2: float = 1e-
 
 
 def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, pool: str = "mean",
-          l2: float = 1e-3, steps: int = 300, seed: int = 0, progress: bool = True) -> dict:
+          l2: float = 1e-3, steps: int = 300, seed: int = 0, progress: bool = True,
+          layers: list[int] | None = None) -> dict:
     """Per-layer linear-probe accuracy on the test split of ``task``, for a frozen pretrained model.
 
     ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint` (on the device to run on);
     ``max_examples`` caps the training split (a stratified subsample). Returns ``accuracy``
     ({layer: accuracy}, layer 0 = embeddings), ``train_accuracy`` (same keys), ``majority_baseline``
-    and the sizes. ``progress`` shows bars for the feature extraction and the fitting
-    (``BERTGPT_QUIET=1`` hides every bar).
+    and the sizes. ``layers`` fits only those depths (default: every one); each layer's fit is seeded
+    alone, so a layer scores the same with or without the others. ``progress`` shows bars for the
+    feature extraction and the fitting (``BERTGPT_QUIET=1`` hides every bar).
     """
     if not task.test:
         raise ValueError(f"task {task.name!r} has no test examples to score the probes on")
@@ -100,7 +114,8 @@ def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, p
     y_train = torch.tensor([e.label for e in task.train])
     y_test = torch.tensor([e.label for e in task.test])
     accuracy, train_accuracy = {}, {}
-    for layer in progress_bar(range(x_train.size(0)), f"{label}: fit each layer", enabled=progress):
+    depths = range(x_train.size(0)) if layers is None else sorted(layers)
+    for layer in progress_bar(depths, f"{label}: fit each layer", enabled=progress):
         mean, std = x_train[layer].mean(0), x_train[layer].std(0) + 1e-6  # standardise with train statistics
         linear = fit_linear((x_train[layer] - mean) / std, y_train, task.n_classes, l2, steps, seed)
         with torch.no_grad():
@@ -109,3 +124,38 @@ def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, p
     return dict(task=task.name, family=ck.model.family, pool=pool, accuracy=accuracy,
                 train_accuracy=train_accuracy, majority_baseline=task.majority_baseline(),
                 train_examples=len(task.train), test_examples=len(task.test))
+
+
+def _probe_key(checkpoint: Checkpoint, task: Task, options: dict) -> str | None:
+    """The cache key of a probe: the weights' hash, the task's examples and the settings; ``None``
+    for a model with no saved hash (built in memory), which is never cached."""
+    weights = checkpoint.info.get("weights_sha256")
+    if not weights:
+        return None
+    blob = json.dumps([weights, task.name, repr(task.train), repr(task.test), sorted(options.items())],
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cached_probe(checkpoint: Checkpoint, task: Task, **options) -> dict:
+    """:func:`probe` with ``options``, kept in ``$BERTGPT_CACHE/probes``: the second call with the same
+    weights, examples and settings reads the first one's result instead of probing again.
+
+    A model without a saved weights hash (one built in memory) is probed every time. ``progress``
+    is not part of the key.
+    """
+    progress = options.pop("progress", False)
+    key = _probe_key(checkpoint, task, options)
+    path = cache_dir() / "probes" / f"{task.name}-{key}.json"
+    if key and path.is_file():
+        out = json.loads(path.read_text(encoding="utf-8"))
+        for name in ("accuracy", "train_accuracy"):
+            out[name] = {int(layer): a for layer, a in out[name].items()}
+        return out
+    out = probe(checkpoint, task, progress=progress, **options)
+    if key:  # written whole, then renamed: a reader never sees half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+            json.dump(out, f)
+        os.replace(f.name, path)
+    return out

@@ -90,15 +90,17 @@ def _text_ids(model, tokenizer: Tokenizer, text: str, family: str, what: str) ->
     return ids
 
 
-def log_likelihood(model, tokenizer: Tokenizer, text: str) -> Score:
+def log_likelihood(model, tokenizer: Tokenizer, text: str, after: str = "") -> Score:
     """The sum of log p(x_i | x_<i) over every token of ``text`` under a GPT.
 
     The first token is conditioned on ``[SEP]``, the document boundary of pretraining, so every
-    token of the text counts. Texts longer than the context are scored in sliding windows.
+    token of the text counts. With ``after`` (a prompt), ``text`` is scored as its continuation: the
+    prompt's tokens come between ``[SEP]`` and the text and are read, not counted. Texts longer than
+    the context are scored in sliding windows.
     """
     ids = _text_ids(model, tokenizer, text, "gpt", "log-likelihood")
-    logp = token_log_probs(model, [tokenizer.sep_id, *ids])
-    return Score(float(logp.sum()), len(ids))
+    logp = token_log_probs(model, [tokenizer.sep_id, *tokenizer.encode(after), *ids])
+    return Score(float(logp[-len(ids):].sum()), len(ids))
 
 
 @torch.no_grad()
