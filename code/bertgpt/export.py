@@ -28,7 +28,7 @@ from torch import nn
 
 from .checkpoint import Checkpoint
 
-OPSET = 20  #: the ONNX operator set (20: GELU is one operator)
+OPSET = 20  #: the ONNX operator set; from 20 on, GELU is one operator
 INPUTS = ("ids",)
 OUTPUTS = ("logits", "attention")
 
@@ -37,7 +37,7 @@ class Exported(nn.Module):
     """What the ONNX file computes: ``(logits (B, T, V), attention (B, n_layer, n_head, T, T))`` of
     ids (B, T), by the model's own forward with ``attention=True`` (its explicit softmax path)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: torch.nn.Module):
         super().__init__()
         self.model = model
 
