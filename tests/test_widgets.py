@@ -6,6 +6,7 @@ import types
 
 import IPython.display
 import matplotlib.pyplot as plt
+import pytest
 
 from bertgpt import widgets
 
@@ -91,3 +92,10 @@ def test_glue_in_the_books_run_hands_values_to_myst_nb_unchanged(monkeypatch, ca
     plt.close(fig)
     assert calls == [("fig-x", fig, False), ("era_gap", 4.2, False)]
     assert capsys.readouterr().out == ""
+
+
+def test_a_markdown_table_has_a_rule_that_aligns_numbers_right():
+    out = widgets.markdown_table(["", "accuracy"], [["gpt-mini", "61.8"], ["bert-mini", 62.8]], "lr")
+    assert out.data == "|  | accuracy |\n| --- | ---: |\n| gpt-mini | 61.8 |\n| bert-mini | 62.8 |"
+    with pytest.raises(ValueError):
+        widgets.markdown_table(["a", "b"], [["only one"]])

@@ -1,4 +1,5 @@
-"""What a chapter notebook needs beyond the model: interactive figures with a static fallback, and glue.
+"""What a chapter notebook needs beyond the model: interactive figures with a static fallback, glue,
+and tables of results (:func:`markdown_table`).
 
 A chapter calls :func:`explore` with a plotting function and its controls. In Jupyter the reader gets
 sliders and drop-downs; in the rendered book, under the execution script (which sets the environment
@@ -125,3 +126,23 @@ def _plain(value: str | numbers.Number) -> str:
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
     return str(value)
+
+
+def markdown_table(header: list, rows: list[list], align: str | None = None):
+    """A table of results as the cell's output: Markdown that the book, Jupyter and Colab all render.
+
+    Args:
+        header: The column titles.
+        rows: One list of cells per row; each cell is written with ``str``.
+        align: One letter per column, ``"l"`` (left) or ``"r"`` (right, for numbers); default all left.
+
+    Returns:
+        An ``IPython.display.Markdown`` object: display it, or leave it last in the cell.
+    """
+    from IPython.display import Markdown
+
+    align = align or "l" * len(header)
+    if len(align) != len(header) or any(len(r) != len(header) for r in rows):
+        raise ValueError(f"every row and the alignment need {len(header)} columns, one per title")
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return Markdown("\n".join("| " + " | ".join(map(str, r)) + " |" for r in [header, rule, *rows]))
