@@ -231,3 +231,117 @@ def test_search_finds_a_chapter(server: str, browser):
     hrefs = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
     page.close()
     assert any(SEARCH_PAGE in href for href in hrefs), hrefs
+
+
+# --- "Try the models" (book/try.md, book/_ext/try_models.py): the course models in the page ------
+
+TRY_PAGE = "book/try.html"
+# Three sentences a reader might type, one with the blank first (gpt-mini then reads only [SEP]).
+TRY_SENTENCES = ["We must protect the ___ of our children.", "Congress should pass this ___ without delay.",
+                 "[MASK] people of this nation deserve better."]
+LOCAL = ("127.0.0.1", "localhost")
+
+
+def python_top5(text: str) -> dict[str, list[int]]:
+    """The package's top 5 token ids at the blank: bert-mini's fill_mask, gpt-mini's next token after the
+    text before the blank (an empty text: [SEP], as generate() starts). Each list is checked to be
+    free of near ties, so that fp32 rounding (onnxruntime against PyTorch) cannot reorder it."""
+    import torch
+
+    import bertgpt
+    from bertgpt.generate import encode_masked
+    from bertgpt.inputs import bert_whole
+
+    masked = text.replace("___", "[MASK]")
+    bert, gpt = bertgpt.pretrained("bert-mini"), bertgpt.pretrained("gpt-mini")
+    ids = bert_whole(bert.tokenizer, encode_masked(bert.tokenizer, masked), bert.config.context)
+    before = gpt.tokenizer.encode(masked.split("[MASK]")[0]) or [gpt.tokenizer.sep_id]
+    with torch.no_grad():
+        rows = {"bert-mini": bert.model(torch.tensor([ids])).logits[0, ids.index(bert.tokenizer.mask_id)],
+                "gpt-mini": gpt.model(torch.tensor([before])).logits[0, -1]}
+    top = {}
+    for name, logits in rows.items():
+        values, indices = logits.topk(6)
+        gaps = values[:-1] - values[1:]
+        assert gaps.min() > 1e-3, f"{name} nearly ties on {text!r}: pick another sentence"
+        top[name] = indices[:5].tolist()
+    return top
+
+
+def _shown(page, name: str, text: str) -> list[int]:
+    page.wait_for_function("([name, text]) => document.querySelector(`ol[data-model='${name}']`)"
+                           "?.dataset.text === text", arg=[name, text], timeout=120_000)
+    ids = page.eval_on_selector_all(f"ol[data-model='{name}'] li", "els => els.map(e => e.dataset.id)")
+    return [int(i) for i in ids]
+
+
+def test_try_page_runs_both_models_with_the_network_blocked(server: str, browser, site: Path):
+    """Three typed sentences: the page's top 5 are the package's, and no request leaves localhost."""
+    from urllib.parse import urlparse
+
+    errors, outside, asked = [], [], []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+
+    def only_local(route):
+        url = route.request.url
+        asked.append(url)
+        if urlparse(url).hostname in LOCAL:
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    page.route("**/*", only_local)
+    page.on("console", lambda msg: msg.type == "error" and not msg.text.startswith(
+        "Failed to load resource") and errors.append(msg.text))
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    MISSING.clear()
+    page.goto(f"{server}/{TRY_PAGE}", wait_until="load")
+    page.wait_for_selector(".bertgpt-try[data-ready='true']")
+    box = "[data-panel='fill-mask'] input"
+    for text in TRY_SENTENCES:
+        page.fill(box, text)
+        expected = python_top5(text)
+        for name in ("bert-mini", "gpt-mini"):
+            assert _shown(page, name, text) == expected[name], (name, text)
+
+    page.click("[data-tab='next-words']")
+    page.click("[data-panel='next-words'] button")
+    page.wait_for_selector("[data-panel='next-words'] .bertgpt-continuation[data-text]", timeout=120_000)
+    assert page.inner_text("[data-panel='next-words'] mark").strip(), "gpt-mini wrote nothing"
+    page.click("[data-tab='attention']")
+    page.fill("[data-panel='attention'] input", TRY_SENTENCES[0])
+    for name in ("bert-mini-ltr", "bert-mini-mlm"):
+        page.wait_for_selector(f"canvas[data-model='{name}'][data-text]", timeout=120_000)
+    page.click("[data-tab='fill-mask']")
+    page.screenshot(path=str(SCREENSHOTS / "try-live.png"), full_page=True)
+
+    built = site / "_static" / "try"
+    total = sum(f.stat().st_size for f in built.rglob("*") if f.is_file())
+    stated = page.inner_text(".bertgpt-try-note")
+    assert f"downloads {total / 1e6:.1f} MB" in stated, f"{stated!r}: not the {total:,} bytes built"
+    page.close()
+    assert outside == [], f"requests left localhost: {outside}"
+    assert all(urlparse(u).hostname in LOCAL for u in asked)
+    assert any(u.endswith(".wasm") for u in asked) and any(u.endswith("gpt-mini.onnx") for u in asked)
+    assert errors == [], errors
+    assert MISSING == [], f"files not found: {MISSING}"
+
+
+def test_try_page_without_javascript_shows_the_packages_example(server: str, browser):
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{server}/{TRY_PAGE}", wait_until="load")
+    static = page.locator(".bertgpt-try .bertgpt-static")
+    assert static.is_visible()
+    text = static.inner_text()
+    example = "The state of the ___ is strong."
+    assert example in text
+    import bertgpt
+    from bertgpt.generate import fill_mask
+
+    bert = bertgpt.pretrained("bert-mini")
+    first, p = fill_mask(bert.model, bert.tokenizer, example.replace("___", "[MASK]"), 1)[0][0]
+    assert f"{first} {100 * p:.1f}%" in text
+    page.screenshot(path=str(SCREENSHOTS / "try-no-javascript.png"), full_page=True)
+    context.close()

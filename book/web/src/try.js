@@ -361,6 +361,22 @@ function attentionPanel(example) {
   return panel;
 }
 
+// For bench/browser_latency.py: the time model `name` takes to answer `text` (read as the widget reads
+// it: with [CLS] and [SEP] for a bidirectional model), tokenizing and ranking its top 5 included; the
+// first call also loads the model.
+state.answer = async (name, text) => {
+  const start = performance.now();
+  const model = await load(name);
+  const t = model.tokenizer;
+  let ids = t.encode(text.replace(BLANK, "[MASK]"));
+  if (!model.spec.causal) ids = [t.clsId, ...ids, t.sepId];
+  ids = context(model.spec, ids.length ? ids : [t.sepId]);
+  const out = await forward(model, ids);
+  const at = model.spec.causal ? ids.length - 1 : Math.max(0, ids.indexOf(t.maskId));
+  const top = topK(softmax(row(out.logits, at, t.vocabSize)), TOP);
+  return { ms: performance.now() - start, model: out.ms, tokens: ids.length, top: top.map(({ id }) => id) };
+};
+
 function debounce(action, ms = 250) {
   let timer;
   return () => {
