@@ -18,3 +18,16 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
 fi
 
 "$PYTHON" -m pip install -r requirements.txt -r requirements-dev.txt
+
+# The book's in-page widget (book/web): onnxruntime-web, exactly as package-lock.json pins it. node and
+# npm come from apt where they are missing; node also runs the tokenizer's test (tests/test_tokenizer_js.py).
+if ! command -v npm >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm
+fi
+if command -v npm >/dev/null; then
+    (cd book/web && npm ci --ignore-scripts --no-audit --no-fund)
+else
+    echo "setup: npm is missing, so the book's widget cannot be built: install node and npm, then run this again" >&2
+    exit 1
+fi
