@@ -126,7 +126,8 @@ async function fillMask(text) {
 }
 
 function candidates(list, answer, text) {
-  list.replaceChildren(...answer.top.map(({ id, p, token }) => el("li", { "data-id": id },
+  list.replaceChildren(...answer.top.map(({ id, p, token }, rank) => el("li", { "data-id": id },
+    el("span", { class: "bertgpt-rank" }, `${rank + 1}.`),
     el("span", { class: "bertgpt-token" }, token ?? shown(answer.model, id)),
     el("span", { class: "bertgpt-bar", style: `width: ${(100 * p).toFixed(1)}%` }),
     el("span", { class: "bertgpt-p" }, `${(100 * p).toFixed(1)}%`))));
@@ -163,8 +164,10 @@ function fillMaskPanel(example) {
       const answers = await fillMask(text);
       if (input.value !== text) return; // the reader typed on: a newer answer comes
       for (const name of ["bert-mini", "gpt-mini"]) candidates(lists[name], answers[name], text);
+      const first = text.search(BLANK) === 0 || !text.slice(0, text.search(BLANK)).trim();
       status.textContent = `bert-mini answered in ${answers["bert-mini"].ms.toFixed(0)} ms, ` +
-        `gpt-mini in ${answers["gpt-mini"].ms.toFixed(0)} ms, in your browser.`;
+        `gpt-mini in ${answers["gpt-mini"].ms.toFixed(0)} ms, in your browser.` +
+        (first ? " Nothing comes before the blank, so gpt-mini read only the start of a document ([SEP])." : "");
     } catch (error) {
       status.textContent = error.message;
     }
