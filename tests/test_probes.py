@@ -1,3 +1,5 @@
+import torch
+
 import bertgpt
 from bertgpt import probes
 from bertgpt.probes import cached_probe, probe
@@ -29,3 +31,58 @@ def test_a_cached_probe_is_probed_once_per_model_task_and_settings(gpt_ck, party
     cached_probe(gpt_ck, party, max_examples=60, steps=50)  # no saved hash: never cached
     cached_probe(gpt_ck, party, max_examples=60, steps=50)
     assert len(calls) == 4
+
+
+def _topic_pairs(n, seed, shared_words):
+    """Pairs over a 60-token vocabulary of two topics (ids 4-31 and 32-59): a true pair draws A and
+    B from one topic, a false one from the two; with ``shared_words`` a true B repeats two of A's
+    tokens, else A and B never share a token."""
+    g = torch.Generator().manual_seed(seed)
+    pairs = []
+    for i in range(n):
+        is_next = i % 2
+        t_a = int(torch.randint(2, (1,), generator=g))
+        t_b = t_a if is_next else 1 - t_a
+        a = (4 + 28 * t_a + torch.randperm(14, generator=g)[:6]).tolist()  # first half of its topic
+        b = (18 + 28 * t_b + torch.randperm(14, generator=g)[:6]).tolist()  # second half
+        if shared_words and is_next:
+            b += a[:2]
+        pairs.append((a, b, is_next))
+    return pairs
+
+
+def test_idf_weights_count_documents_not_occurrences():
+    docs = [[[4, 4, 5]], [[4]], [[6], [6]]]
+    idf = probes.idf_weights(docs, vocab_size=8, n_special=4)
+    assert idf[:4].tolist() == [0, 0, 0, 0]
+    assert idf[4] < idf[5] == idf[6] < idf[7]  # 4 is in two documents; 5 and 6 in one; 7 in none
+
+
+def test_token_bag_nsp_learns_shared_words():
+    idf = torch.ones(60)
+    idf[:4] = 0
+    model = probes.fit_token_bag_nsp(_topic_pairs(800, 0, True), idf, rank=0, epochs=20, lr=3e-2)
+    test = _topic_pairs(200, 1, True)
+    right = (model(test) > 0).long() == torch.tensor([p[2] for p in test])
+    assert right.float().mean() > 0.95
+
+
+def test_only_the_bilinear_term_finds_a_shared_topic_without_shared_words():
+    idf = torch.ones(60)
+    idf[:4] = 0
+    train, test = _topic_pairs(1000, 0, False), _topic_pairs(200, 1, False)
+    labels = torch.tensor([p[2] for p in test])
+    with_topic = probes.fit_token_bag_nsp(train, idf, rank=4, epochs=30, lr=3e-2)
+    without = probes.fit_token_bag_nsp(train, idf, rank=0, epochs=30, lr=3e-2)
+    assert ((with_topic(test) > 0).long() == labels).float().mean() > 0.9
+    assert ((without(test) > 0).long() == labels).float().mean() < 0.65  # no shared token to go on
+
+
+def test_token_bag_nsp_sees_sets_not_order():
+    idf = torch.ones(60)
+    model = probes.TokenBagNSP(idf, rank=3)
+    with torch.no_grad():
+        model.shared.normal_()
+    pairs = [([5, 6, 7, 7], [7, 9, 5], 1), ([7, 6, 5], [5, 9, 9, 7], 0)]
+    scores = model(pairs)
+    assert torch.allclose(scores[0], scores[1])

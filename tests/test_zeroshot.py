@@ -4,10 +4,14 @@ import pytest
 import torch
 
 import bertgpt
+from bertgpt.objectives import mlm_nsp_loss
+from bertgpt.pretraining import VAL_MASK_RATE, bert_collate, document_sentences, nsp_pairs
 from bertgpt.scoring import token_log_probs
+from bertgpt.trainer import validate
 from bertgpt.zeroshot import (
     best_threshold,
     context_gains,
+    nsp_pair_scores,
     row_log_probs,
     swap_pairs,
     swap_preference,
@@ -56,3 +60,14 @@ def test_swap_preference_counts_the_pairs_where_the_original_scores_higher(gpt_c
     expected = sum(bertgpt.log_likelihood(gpt_ck.model, gpt_ck.tokenizer, a).log_prob
                    > bertgpt.log_likelihood(gpt_ck.model, gpt_ck.tokenizer, b).log_prob for a, b in pairs)
     assert swap_preference(gpt_ck, task, n=30) == pytest.approx(expected / len(pairs))
+
+
+def test_nsp_pair_scores_decide_as_validation_scores_the_head(bert_ck, corpus):
+    tok = bert_ck.tokenizer
+    pairs = nsp_pairs(document_sentences(tok, corpus.val), 29, torch.Generator().manual_seed(0))[:64]
+    scores = nsp_pair_scores(bert_ck.model, tok, pairs, torch.Generator().manual_seed(3), batch_size=32)
+    g = torch.Generator().manual_seed(3)
+    batches = [bert_collate(pairs[s:s + 32], tok, VAL_MASK_RATE, g) for s in range(0, 64, 32)]
+    head = validate(bert_ck.model, mlm_nsp_loss, batches)["nsp_accuracy"]
+    right = ((scores > 0).long() == torch.tensor([p[2] for p in pairs])).float().mean()
+    assert scores.shape == (64,) and float(right) == pytest.approx(head, abs=1e-6)

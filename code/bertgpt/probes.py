@@ -159,3 +159,112 @@ def cached_probe(checkpoint: Checkpoint, task: Task, **options) -> dict:
             json.dump(out, f)
         os.replace(f.name, path)
     return out
+
+
+# --- How far the words alone go on next-sentence prediction -----------------------------------------
+
+
+def idf_weights(docs: list[list[list[int]]], vocab_size: int, n_special: int = 0) -> torch.Tensor:
+    """Inverse document frequency (V,) of each token id over ``docs`` (each a list of tokenized
+    sentences), smoothed as ``log((1 + D) / (1 + df)) + 1``; the first ``n_special`` ids weigh 0."""
+    df = torch.zeros(vocab_size)
+    for doc in docs:
+        ids = [t for sentence in doc for t in sentence]
+        if ids:
+            df += torch.bincount(torch.tensor(ids), minlength=vocab_size).clamp(max=1).float()
+    idf = torch.log((1 + len(docs)) / (1 + df)) + 1
+    idf[:n_special] = 0
+    return idf
+
+
+class TokenBagNSP(torch.nn.Module):
+    """Next-sentence prediction from which tokens A and B contain, and nothing else.
+
+    A pair enters as two sets of token ids, so word order, repetition and position are gone. The
+    log-odds that B follows A adds three terms:
+
+    - a learned weight for each vocabulary entry found in both A and B;
+    - two overlap scores, standardised: the tf-idf cosine of the two sets, and the share of B's
+      distinct tokens that also occur in A;
+    - a bilinear score of rank ``rank`` between A's and B's idf-weighted sets, scaled to unit
+      length, ``(a U) . (b V)``: it can learn that two texts come from one period or topic without
+      sharing a token.
+
+    Fit it with :func:`fit_token_bag_nsp`; call it on ``(A, B, is_next)`` pairs for log-odds (N,).
+    """
+
+    def __init__(self, idf: torch.Tensor, rank: int = 32, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        vocab = len(idf)
+        self.register_buffer("idf", idf.float())
+        self.shared = torch.nn.Parameter(torch.zeros(vocab))
+        self.u = torch.nn.Parameter(0.01 * torch.randn(vocab, rank, generator=g))
+        self.v = torch.nn.Parameter(0.01 * torch.randn(vocab, rank, generator=g))
+        self.overlap = torch.nn.Linear(2, 1)
+        self.register_buffer("mean", torch.zeros(2))
+        self.register_buffer("std", torch.ones(2))
+
+    def sets(self, pairs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each pair's distinct tokens of A, of B and of both, as (N, K) id tensors padded with
+        id 0, which weighs nothing (its idf is 0 and it is never counted as shared)."""
+        a, b, both = [], [], []
+        for first, second, *_ in pairs:
+            sa, sb = set(first), set(second)
+            for out, ids in ((a, sa), (b, sb), (both, sa & sb)):
+                out.append(torch.tensor(sorted(ids), dtype=torch.long))
+        padded = (torch.nn.utils.rnn.pad_sequence(x, batch_first=True) for x in (a, b, both))
+        return tuple(F.pad(x, (0, 1)) if x.size(1) == 0 else x for x in padded)  # never 0 wide
+
+    def overlaps(self, a, b, both) -> torch.Tensor:
+        """The two overlap scores (N, 2): tf-idf cosine and the share of B's tokens found in A."""
+        w = self.idf
+        cosine = w[both].square().sum(1) / (w[a].norm(dim=1) * w[b].norm(dim=1)).clamp(min=1e-9)
+        share = (both > 0).sum(1) / (b > 0).sum(1).clamp(min=1)
+        return torch.stack([cosine, share.float()], 1)
+
+    def score(self, a, b, both) -> torch.Tensor:
+        """Log-odds (N,) from the padded sets of :meth:`sets`."""
+        wa, wb = self.idf[a], self.idf[b]
+        bag_a = F.embedding_bag(a, self.u, per_sample_weights=wa, mode="sum", padding_idx=0)
+        bag_b = F.embedding_bag(b, self.v, per_sample_weights=wb, mode="sum", padding_idx=0)
+        bag_a = bag_a / wa.norm(dim=1, keepdim=True).clamp(min=1e-9)
+        bag_b = bag_b / wb.norm(dim=1, keepdim=True).clamp(min=1e-9)
+        shared = F.embedding_bag(both, self.shared[:, None], mode="sum", padding_idx=0).squeeze(1)
+        dense = self.overlap((self.overlaps(a, b, both) - self.mean) / self.std).squeeze(1)
+        return shared + dense + (bag_a * bag_b).sum(1)
+
+    def forward(self, pairs) -> torch.Tensor:
+        with torch.no_grad():
+            return self.score(*self.sets(pairs))
+
+
+def fit_token_bag_nsp(pairs, idf: torch.Tensor, rank: int = 32, epochs: int = 10, lr: float = 1e-2,
+                      l2: float = 1e-5, batch_size: int = 512, seed: int = 0) -> TokenBagNSP:
+    """A :class:`TokenBagNSP` fitted with Adam on ``pairs`` (A, B, is_next): the first 90% train it,
+    and the weights of the epoch most accurate on the last 10% are kept (``pairs`` drawn document by
+    document, as :func:`~bertgpt.pretraining.nsp_pairs` draws them, hold out whole documents)."""
+    model = TokenBagNSP(idf, rank, seed)
+    a, b, both = model.sets(pairs)
+    y = torch.tensor([p[2] for p in pairs], dtype=torch.float32)
+    n = int(0.9 * len(pairs))
+    if n < 1 or n == len(pairs):
+        raise ValueError(f"{len(pairs)} pairs are too few to train on 90% and choose on 10%")
+    dense = model.overlaps(a[:n], b[:n], both[:n])
+    model.mean.copy_(dense.mean(0))
+    model.std.copy_(dense.std(0).clamp(min=1e-6))
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    best, kept = -1.0, None
+    for _ in range(epochs):
+        for idx in torch.randperm(n, generator=g).split(batch_size):
+            loss = F.binary_cross_entropy_with_logits(model.score(a[idx], b[idx], both[idx]), y[idx])
+            opt.zero_grad()
+            (loss + l2 * (model.u.square().sum() + model.v.square().sum())).backward()
+            opt.step()
+        with torch.no_grad():
+            held = ((model.score(a[n:], b[n:], both[n:]) > 0) == y[n:].bool()).float().mean().item()
+        if held > best:
+            best, kept = held, {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(kept)
+    return model

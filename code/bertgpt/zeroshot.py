@@ -25,6 +25,7 @@ import torch
 from .device import device_of, eval_mode, to_device
 from .evaluate import accuracy
 from .inputs import collate, pack_examples, pad
+from .pretraining import VAL_MASK_RATE, bert_collate
 from .scoring import pseudo_log_likelihood, token_log_probs
 from .tasks import Example, Task, swap_neighbours
 
@@ -102,6 +103,28 @@ def nsp_scores(model, tokenizer, examples: list[Example]) -> list[float]:
                         predict=False)
             scores += (out.nsp_logits[:, 1] - out.nsp_logits[:, 0]).float().tolist()
     return scores
+
+
+@torch.no_grad()
+def nsp_pair_scores(model, tokenizer, pairs, generator: torch.Generator | None = None,
+                    batch_size: int = 32) -> torch.Tensor:
+    """BERT's pretrained next-sentence head on token pairs ``(A, B, is_next)`` as validation reads
+    them: batches of ``batch_size`` from :func:`~bertgpt.pretraining.bert_collate`, masked at the
+    paper's 15% with ``generator``'s draws. Returns the log-odds that B follows A, (N,).
+
+    With the model card's pairs (:func:`bertgpt.heldout.test_pairs`) and a generator seeded with
+    :data:`bertgpt.heldout.SEED`, the share of log-odds on the right side of 0 is the card's NSP
+    accuracy."""
+    generator = generator or torch.Generator().manual_seed(0)
+    scores = []
+    with eval_mode(model):
+        for s in range(0, len(pairs), batch_size):
+            batch = to_device(bert_collate(pairs[s:s + batch_size], tokenizer, VAL_MASK_RATE, generator),
+                              device_of(model))
+            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
+                        predict=False)
+            scores.append((out.nsp_logits[:, 1] - out.nsp_logits[:, 0]).float().cpu())
+    return torch.cat(scores)
 
 
 def zero_shot_next(checkpoint, task: Task, n: int = 200, span: int = 60) -> dict:
