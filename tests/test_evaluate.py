@@ -20,6 +20,7 @@ from bertgpt.evaluate import (
     sem,
     shared_words,
     standard_error,
+    word_kind,
     z_score,
 )
 from bertgpt.inputs import split_sentences
@@ -171,3 +172,10 @@ def test_sem_is_the_standard_deviation_over_the_root_of_the_count():
     assert math.isclose(sem(torch.tensor(xs)), sem(xs), rel_tol=1e-6)
     with pytest.raises(ValueError):
         sem([0.5])
+
+
+def test_word_kind_sorts_by_place_and_spelling():
+    assert word_kind(0, "The") == "first word"  # even a function word, first
+    assert word_kind(3, "the") == word_kind(3, "Which") == "function word"
+    assert word_kind(3, "Treasury") == "content word"
+    assert word_kind(0, ".") == word_kind(5, "1861") == word_kind(5, "self-") == "punctuation, numbers"

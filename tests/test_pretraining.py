@@ -322,3 +322,18 @@ def test_the_objectives_are_importable_from_pretraining_as_before():
     objectives, pretraining = (importlib.import_module(f"bertgpt.{m}") for m in ("objectives", "pretraining"))
     for name in ("clm_loss", "mask_tokens", "mlm_nsp_loss", "pretraining_loss"):
         assert getattr(pretraining, name) is getattr(objectives, name)
+
+
+def test_mask_fates_name_what_mask_tokens_did_at_each_position(wordpiece):
+    from bertgpt.objectives import mask_fates
+
+    ids = torch.arange(wordpiece.n_special, wordpiece.n_special + 400)[None]
+    inputs, labels = mask_tokens(ids, wordpiece, 0.5, torch.Generator().manual_seed(0))
+    fates = mask_fates(ids, inputs, labels, wordpiece)[0]
+    chosen = (labels != IGNORE)[0].tolist()
+    assert [f != "not chosen" for f in fates] == chosen
+    for f, x, orig in zip(fates, inputs[0].tolist(), ids[0].tolist()):
+        assert (f == "[MASK]") == (x == wordpiece.mask_id)
+        assert f not in ("kept", "not chosen") or x == orig
+        assert f != "random" or x not in (orig, wordpiece.mask_id)
+    assert {"[MASK]", "random", "kept"} <= set(fates)

@@ -52,6 +52,20 @@ def mask_tokens(ids: torch.Tensor, tok: Tokenizer, rate: float = 0.15, generator
     return inputs, labels
 
 
+FATES = ("not chosen", "[MASK]", "random", "kept")  #: what :func:`mask_tokens` does at a position
+
+
+def mask_fates(ids: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor,
+               tok: Tokenizer) -> list[list[str]]:
+    """Each position's fate under :func:`mask_tokens`, one of :data:`FATES`, for ids (B, T) and the
+    ``(inputs, labels)`` it returned. A random replacement that drew the original token back reads
+    as kept, since the model sees the same input either way."""
+    chosen = labels != IGNORE
+    fate = torch.where(inputs == tok.mask_id, 1, torch.where(inputs == ids, 3, 2))
+    fate = torch.where(chosen, fate, 0)
+    return [[FATES[int(f)] for f in row] for row in fate]
+
+
 def mlm_nsp_loss(model, batch: Batch, nsp: bool = True):
     """BERT's pretraining loss, MLM + NSP (MLM alone when not ``nsp``), and both accuracies. MLM
     logits only where labelled."""
