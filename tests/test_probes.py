@@ -86,3 +86,17 @@ def test_token_bag_nsp_sees_sets_not_order():
     pairs = [([5, 6, 7, 7], [7, 9, 5], 1), ([7, 6, 5], [5, 9, 9, 7], 0)]
     scores = model(pairs)
     assert torch.allclose(scores[0], scores[1])
+
+
+def test_probes_with_other_seeds_share_the_test_features_and_score_as_alone(gpt_ck, party, monkeypatch):
+    saved = bertgpt.Checkpoint(gpt_ck.model, gpt_ck.tokenizer, {"weights_sha256": "1" * 64})
+    extracted = []
+    real = probes.layer_features
+    monkeypatch.setattr(probes, "layer_features", lambda m, t, ex, *a, **k: extracted.append(len(ex))
+                        or real(m, t, ex, *a, **k))
+    for seed in (0, 1):
+        out = cached_probe(saved, party, max_examples=60, steps=50, seed=seed, layers=[1])
+        alone = probe(gpt_ck, party, max_examples=60, steps=50, seed=seed, layers=[1], progress=False)
+        assert out["accuracy"] == alone["accuracy"]
+    n_test = len(party.test)
+    assert extracted.count(n_test) == 3  # once for both cached seeds, once for each probe alone (2)

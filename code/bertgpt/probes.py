@@ -92,7 +92,7 @@ def fit_linear(x: torch.Tensor, y: torch.Tensor, n_classes: int, l2: float = 1e-
 
 def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, pool: str = "mean",
           l2: float = 1e-3, steps: int = 300, seed: int = 0, progress: bool = True,
-          layers: list[int] | None = None) -> dict:
+          layers: list[int] | None = None, test_features: torch.Tensor | None = None) -> dict:
     """Per-layer linear-probe accuracy on the test split of ``task``, for a frozen pretrained model.
 
     ``checkpoint`` is a :class:`~bertgpt.checkpoint.Checkpoint` (on the device to run on);
@@ -100,7 +100,9 @@ def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, p
     ({layer: accuracy}, layer 0 = embeddings), ``train_accuracy`` (same keys), ``majority_baseline``
     and the sizes. ``layers`` fits only those depths (default: every one); each layer's fit is seeded
     alone, so a layer scores the same with or without the others. ``progress`` shows bars for the
-    feature extraction and the fitting (``BERTGPT_QUIET=1`` hides every bar).
+    feature extraction and the fitting (``BERTGPT_QUIET=1`` hides every bar). ``test_features`` are
+    the test split's features as :func:`layer_features` gives them for this model and ``pool``, when
+    the caller has them already (a probe with another seed reads the same test examples).
     """
     if not task.test:
         raise ValueError(f"task {task.name!r} has no test examples to score the probes on")
@@ -110,7 +112,9 @@ def probe(checkpoint: Checkpoint, task: Task, max_examples: int | None = 1000, p
     label = f"probe {ck.model.family} on {task.name}"
     x_train, x_test = (layer_features(ck.model, ck.tokenizer, split, pool,  # (L + 1, N, d)
                                       progress=progress and f"{label}: {name} features")
-                       for name, split in (("train", task.train), ("test", task.test)))
+                       if known is None else known
+                       for name, split, known in (("train", task.train, None),
+                                                  ("test", task.test, test_features)))
     y_train = torch.tensor([e.label for e in task.train])
     y_test = torch.tensor([e.label for e in task.test])
     accuracy, train_accuracy = {}, {}
@@ -137,12 +141,32 @@ def _probe_key(checkpoint: Checkpoint, task: Task, options: dict) -> str | None:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+_TEST_FEATURES: dict[str, torch.Tensor] = {}  # a few test splits' features, by weights and examples
+_KEPT = 8
+
+
+def _test_features(checkpoint: Checkpoint, task: Task, options: dict) -> torch.Tensor | None:
+    """The test split's features for :func:`cached_probe`, extracted once per process for a model with
+    a saved hash: probes of one model with several seeds share them. ``None`` without a hash."""
+    weights = checkpoint.info.get("weights_sha256")
+    if not weights:
+        return None
+    pool = options.get("pool", "mean")
+    key = hashlib.sha256(json.dumps([weights, pool, repr(task.test)]).encode()).hexdigest()
+    if key not in _TEST_FEATURES:
+        if len(_TEST_FEATURES) >= _KEPT:
+            _TEST_FEATURES.pop(next(iter(_TEST_FEATURES)))  # the oldest
+        _TEST_FEATURES[key] = layer_features(checkpoint.model, checkpoint.tokenizer, task.test, pool)
+    return _TEST_FEATURES[key]
+
+
 def cached_probe(checkpoint: Checkpoint, task: Task, **options) -> dict:
     """:func:`probe` with ``options``, kept in ``$BERTGPT_CACHE/probes``: the second call with the same
     weights, examples and settings reads the first one's result instead of probing again.
 
     A model without a saved weights hash (one built in memory) is probed every time. ``progress``
-    is not part of the key.
+    is not part of the key. The test split's features are kept in memory for the process (a few
+    splits), so probing one model with several seeds extracts them once.
     """
     progress = options.pop("progress", False)
     key = _probe_key(checkpoint, task, options)
@@ -152,7 +176,8 @@ def cached_probe(checkpoint: Checkpoint, task: Task, **options) -> dict:
         for name in ("accuracy", "train_accuracy"):
             out[name] = {int(layer): a for layer, a in out[name].items()}
         return out
-    out = probe(checkpoint, task, progress=progress, **options)
+    out = probe(checkpoint, task, progress=progress, test_features=_test_features(checkpoint, task, options),
+                **options)
     if key:  # written whole, then renamed: a reader never sees half a file
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
