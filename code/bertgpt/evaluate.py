@@ -194,6 +194,7 @@ with from to into onto upon over under about between through during before after
 without within among i you he she it we they me him her us them my your his its our their is are was
 were be been being am has have had do does did will would shall should can could may might must not no
 as than if then there here which who whom whose what when where why how all any each both such""".split())
+#: The kinds :func:`word_kind` sorts a word into.
 WORD_KINDS = ("first word", "function word", "content word", "punctuation, numbers")
 
 
