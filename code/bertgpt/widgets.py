@@ -137,7 +137,8 @@ def markdown_table(header: list, rows: list[list], align: str | None = None):
         align: One letter per column, ``"l"`` (left) or ``"r"`` (right, for numbers); default all left.
 
     Returns:
-        An ``IPython.display.Markdown`` object: display it, or leave it last in the cell. In a
+        An ``IPython.display.Markdown`` object: pass it to ``display``. The book renders a displayed
+        table; one left as the cell's value reaches the page as raw text. In a
         chapter, give that cell the metadata ``{"mystnb": {"markdown_format": "myst"}}``: MyST-NB
         reads a Markdown output as CommonMark otherwise, which has no tables, and the book shows
         the pipes as text.
