@@ -3,8 +3,9 @@ and tables of results (:func:`markdown_table`).
 
 A chapter calls :func:`explore` with a plotting function and its controls. In Jupyter the reader gets
 sliders and drop-downs; in the rendered book, under the execution script (which sets the environment
-variables ``BERTGPT_STATIC`` and ``BERTGPT_BOOK``) or wherever ipywidgets is missing, the same function is drawn once at the
-controls' default values, so the page shows a picture of exactly what the widget starts from.
+variables ``BERTGPT_STATIC`` and ``BERTGPT_BOOK``) or wherever ipywidgets is missing, the same
+function is drawn once at the controls' default values, so the page shows a picture of exactly what
+the widget starts from.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def explore(plot: Callable[..., Any], **controls: Any):
 
 
 def glue(name: str, value: Any, display: bool = True) -> None:
-    """Hand ``value`` to the book's prose as ``{glue:text}`name``` in the book's own run; show it anywhere else.
+    """Hand ``value`` to the book's prose as ``{glue:text}`name``` in the book's run; show it anywhere else.
 
     The rendered book reads glued values from the notebooks as the execution script ran them (it sets
     the environment variable ``BERTGPT_BOOK``) and places each one in the prose, a figure under its
@@ -137,11 +138,9 @@ def markdown_table(header: list, rows: list[list], align: str | None = None):
         align: One letter per column, ``"l"`` (left) or ``"r"`` (right, for numbers); default all left.
 
     Returns:
-        An ``IPython.display.Markdown`` object: pass it to ``display``. The book renders a displayed
-        table; one left as the cell's value reaches the page as raw text. In a
-        chapter, give that cell the metadata ``{"mystnb": {"markdown_format": "myst"}}``: MyST-NB
-        reads a Markdown output as CommonMark otherwise, which has no tables, and the book shows
-        the pipes as text.
+        An ``IPython.display.Markdown`` object, to ``display`` or leave as the cell's value. The book
+        renders it as MyST (``nb_render_markdown_format`` in ``_config.yml``): read as CommonMark,
+        MyST-NB's default, which has no tables, the page would show the pipes as text.
     """
     from IPython.display import Markdown
 
