@@ -166,6 +166,13 @@ class Label:
     title: str = ""  # an exercise's own title
 
 
+# what each part of the {try-models} widget runs (book/_ext/try_models.py), for its plain form
+TRY_MODES = {"fill-mask": "bert-mini filling a blank beside gpt-mini's next word",
+             "next-words": "gpt-mini writing on from your text",
+             "attention": "the attention maps of bert-mini-ltr and bert-mini-mlm",
+             "all": "the course models"}
+
+
 def page_url(page: str, anchor: str = "") -> str:
     return f"{SITE}{page}.html" + (f"#{anchor}" if anchor else "")
 
@@ -464,6 +471,11 @@ class Chapter:
             return f"{'#' * min(self.level + 1, 6)} {heading}\n\n{body}"
         if d.name == "solution":
             return details(f"Solution to {self.exercise_name(d.argument)}", body)
+        if d.name == "try-models":  # the book's in-page widget runs in a browser, not in a kernel
+            what = TRY_MODES.get(d.argument or "all", "the course models")
+            return quote(f"**In the book, try it yourself.** The book's page holds a widget here that runs "
+                         f"{what} in your browser, on any sentence you type: "
+                         f"{link('Try the models', page_url('book/try'))}.")
         if d.name in ADMONITIONS:
             title = d.argument if d.name == "admonition" else ADMONITIONS[d.name]
             return quote(f"**{title}**\n\n{body}" if title else body)

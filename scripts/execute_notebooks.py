@@ -49,6 +49,8 @@ def machine() -> str:
     from bertgpt.trainer import resolve_precision
 
     accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    threads = os.environ.get("BERTGPT_THREADS")  # how many of the cores the chapter's training used
+    accelerator += f", training on {threads} thread{'s' * (threads != '1')}" if threads else ""
     # the CPU's vector units and the number format they train in decide most of a chapter's time
     vectors = torch.backends.cpu.get_cpu_capability()
     return (
