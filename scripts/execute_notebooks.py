@@ -207,6 +207,25 @@ def replace_between(text: str, start: str, end: str, body: str) -> str:
     return f"{head}{start}\n{body}{end}{tail}"
 
 
+def record_status(name: str, record: dict, cold: bool) -> None:
+    """Write one chapter's record into the status files (and, for a cold run, the README's table).
+
+    The records are read just before writing, so that two runs at once (two chapters, two cores)
+    keep both rows; a warm run keeps the chapter's last time from an empty cache."""
+    records = json.loads(STATUS_JSON.read_text()) if STATUS_JSON.exists() else {}
+    if "cold" not in record and "cold" in records.get(name, {}):
+        record = {**record, "cold": records[name]["cold"]}
+    records = {n: r for n, r in {**records, name: record}.items() if (ROOT / n).exists()}
+    STATUS_JSON.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(STATUS_JSON, json.dumps(records, indent=2, sort_keys=True) + "\n")
+    write_atomically(STATUS_MD, status_markdown(records))
+    if cold:
+        table = cold_times_markdown(records)
+        readme = replace_between(README.read_text(encoding="utf-8"), "<!-- cold-times:start -->",
+                                 "<!-- cold-times:end -->", table)
+        write_atomically(README, readme)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks to run (default: all in chapters/)")
@@ -217,30 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["BERTGPT_STATIC"] = "1"  # the kernel inherits it: widgets become static figures
     os.environ["BERTGPT_BOOK"] = "1"  # and glue hands values to the book hidden, not shown in the cell
     os.environ["BERTGPT_QUIET"] = "1"  # and no progress bars in the pages' stored outputs
-    ran, failed = {}, []
+    failed = []
     for path in paths:
         name = path.relative_to(ROOT).as_posix()
         print(f"executing {name} ...", flush=True)
         record = execute(path, cold=args.cold)
         print(f"  {record['result']} in {record['seconds']:.0f} s", flush=True)
-        ran[name] = record
+        record_status(name, record, cold=args.cold)  # now: an interrupted run keeps what it finished
         if record["result"] != "ok":
             failed.append(name)
-
-    # read the records only now, so that two runs at once (two chapters, two cores) keep both rows
-    records = json.loads(STATUS_JSON.read_text()) if STATUS_JSON.exists() else {}
-    for name, record in ran.items():  # a warm run keeps the chapter's last time from an empty cache
-        if "cold" not in record and "cold" in records.get(name, {}):
-            record["cold"] = records[name]["cold"]
-    records = {name: r for name, r in {**records, **ran}.items() if (ROOT / name).exists()}
-    STATUS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(STATUS_JSON, json.dumps(records, indent=2, sort_keys=True) + "\n")
-    write_atomically(STATUS_MD, status_markdown(records))
-    if args.cold:
-        table = cold_times_markdown(records)
-        readme = replace_between(README.read_text(encoding="utf-8"), "<!-- cold-times:start -->",
-                                 "<!-- cold-times:end -->", table)
-        write_atomically(README, readme)
     if failed:
         print("failed (outputs left unchanged): " + ", ".join(failed), file=sys.stderr)
         return 1

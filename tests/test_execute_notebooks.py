@@ -59,3 +59,22 @@ def test_a_warm_run_keeps_the_last_cold_time_and_leaves_the_readme(script):
     assert record["seconds"] == 125.0 and record["cold"]["seconds"] == 605.0
     assert (tmp / "README.md").read_text() == readme
     assert "| 125 | ok | 605 |" in (tmp / "status.md").read_text()
+
+
+def test_an_interrupted_run_keeps_the_chapters_it_finished(script, monkeypatch):
+    tmp, _ = script
+    first, second = sorted((ROOT / "chapters").glob("*.ipynb"))[:2]
+    finished = execute_notebooks.run
+
+    def run(path):
+        if path == second:
+            raise KeyboardInterrupt  # the learner stops the run during the second chapter
+        return finished(path)
+
+    monkeypatch.setattr(execute_notebooks, "run", run)
+    with pytest.raises(KeyboardInterrupt):
+        execute_notebooks.main(["--cold", str(first), str(second)])
+    records = json.loads((tmp / "status.json").read_text())
+    assert records[first.relative_to(ROOT).as_posix()]["cold"]["seconds"] == 605.0
+    assert second.relative_to(ROOT).as_posix() not in records
+    assert f"({first.relative_to(ROOT).as_posix()}) | 10 |" in (tmp / "README.md").read_text()
