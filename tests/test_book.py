@@ -64,3 +64,25 @@ def test_the_install_cell_is_folded_in_every_chapter():
         cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
         first = next(c for c in cells if c["cell_type"] == "code")
         assert "hide-input" in first["metadata"].get("tags", []), f"{chapter.name}: tag it hide-input"
+
+
+def test_no_code_cell_is_longer_than_forty_lines():
+    """A cell a reader can hold in view; helpers longer than that belong in the package."""
+    for chapter in CHAPTERS:
+        cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+        for i, cell in enumerate(cells):
+            lines = "".join(cell["source"]).splitlines()
+            assert cell["cell_type"] != "code" or len(lines) <= 40, (
+                f"{chapter.name}, cell {i}: {len(lines)} lines; move helpers into bertgpt or split it")
+
+
+def test_no_paragraph_holds_more_than_eight_glued_numbers_outside_a_table():
+    """More numbers than that read as a wall: put them in a table and say the one thing it shows."""
+    for chapter in CHAPTERS:
+        cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+        texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+        for paragraph in (p for text in texts for p in re.split(r"\n\s*\n", text)):
+            if paragraph.lstrip().startswith("|"):
+                continue
+            glued = len(re.findall(r"\{glue(?::text)?\}", paragraph))
+            assert glued <= 8, f"{chapter.name}: {glued} glued numbers in «{paragraph[:60]}…»; use a table"
