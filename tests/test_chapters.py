@@ -43,13 +43,12 @@ def _count(data, *args, **kwargs):
     _shown_images.extend(["image/png"] if "image/png" in data else [])
     return _publish(data, *args, **kwargs)
 get_ipython().display_pub.publish = _count"""
-# Seconds each chapter took from an empty model cache (python scripts/execute_notebooks.py), the course
-# snapshots and variants it trains included, two at a time on two AMD EPYC cores (avx512_bf16, bf16),
-# one thread per model; chapter 8's is its CPU time alone (user + sys of the execution script and its
-# kernel under /usr/bin/time -v, BERTGPT_CACHE empty, one thread; single-threaded CPU time is close to
-# wall time on a quiet machine, 646 s wall on a shared one). A chapter not listed goes first.
-COLD_SECONDS = {"08_own_text": 540, "03_gpt1": 788, "04_bert": 733, "06_questions": 719,
-                "05_verdict": 710, "07_practice": 482, "01_before_2018": 164, "02_one_skeleton": 85}
+# Seconds each chapter took from an empty model cache, the course snapshots and variants it trains
+# included: python scripts/execute_notebooks.py --cold, one chapter at a time, one thread, on two AMD
+# EPYC cores (avx512_bf16, bf16) with nothing else running (book/status.md). Longest first, so that
+# the two workers finish together. A chapter not listed goes first.
+COLD_SECONDS = {"03_gpt1": 688, "04_bert": 653, "06_questions": 567, "05_verdict": 556,
+                "08_own_text": 528, "07_practice": 422, "01_before_2018": 113, "02_one_skeleton": 76}
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"), key=lambda p: -COLD_SECONDS.get(p.stem, 10**6))
 FIRST_CELL = (ROOT / "scripts" / "first_cell.py").read_text(encoding="utf-8")
 PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a learner installs from
