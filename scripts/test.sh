@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 
-"$PYTHON" -m ruff check code tests bench scripts chapters  # chapters/ruff.toml: 79 columns
+"$PYTHON" -m ruff check code tests bench scripts chapters book/_ext  # chapters/ruff.toml: 79 columns
 PYTHONPATH="code${PYTHONPATH:+:$PYTHONPATH}" lint-imports  # the floors of pyproject.toml's [tool.importlinter]
 if [ $# -gt 0 ]; then
     exec "$PYTHON" -m pytest "$@"

@@ -66,8 +66,8 @@ def _stage(app) -> None:
         return
     missing = [f for f in RUNTIME_FILES if not (RUNTIME / f).is_file()]
     if missing:
-        raise ExtensionError(f"onnxruntime-web is not installed ({', '.join(missing)} missing from {RUNTIME}): "
-                             "run `bash scripts/setup.sh`, or `npm ci` in book/web")
+        raise ExtensionError(f"onnxruntime-web is not installed ({', '.join(missing)} missing from "
+                             f"{RUNTIME}): run `bash scripts/setup.sh`, or `npm ci` in book/web")
     import bertgpt
 
     site = _staging(app) / "site"
@@ -86,7 +86,8 @@ def _stage(app) -> None:
         cfg = bertgpt.pretrained(name, device="cpu").config
         models[name] = dict(file=f"models/{name}.onnx", tokenizer=tokenizer, causal=cfg.causal,
                             context=cfg.context, n_layer=cfg.n_layer, n_head=cfg.n_head)
-    (site / "manifest.json").write_text(json.dumps(dict(models=models, modes=MODES), indent=1), encoding="utf-8")
+    manifest = json.dumps(dict(models=models, modes=MODES), indent=1)
+    (site / "manifest.json").write_text(manifest, encoding="utf-8")
     app.env.bertgpt_try_sizes = _sizes(site)
 
 
@@ -96,7 +97,8 @@ def _sizes(site: Path) -> dict:
         data = path.read_bytes()
         return len(data), len(gzip.compress(data, compresslevel=6))
 
-    common = [site / "manifest.json"] + [site / f for f in WIDGET_FILES] + [site / "ort" / f for f in RUNTIME_FILES]
+    common = [site / "manifest.json", *(site / f for f in WIDGET_FILES),
+              *(site / "ort" / f for f in RUNTIME_FILES)]
     sizes = {}
     for mode, models in MODES.items():
         files = common + [site / "models" / f"{m}.onnx" for m in models]
@@ -117,8 +119,9 @@ def _mb(n: int) -> str:
 def _examples() -> dict:
     """What the widget shows before it has run, and what a page without JavaScript keeps: the package's
     answers to the widget's first sentences."""
-    import bertgpt
     import torch
+
+    import bertgpt
     from bertgpt.generate import Sampling, fill_mask, generate
 
     bert, gpt = bertgpt.pretrained("bert-mini", device="cpu"), bertgpt.pretrained("gpt-mini", device="cpu")
@@ -135,7 +138,8 @@ def _examples() -> dict:
         return token[:-4] if token.endswith("</w>") else token + "…"
 
     prompt, temperature, top_k = "The state of the Union", 0.8, 20
-    sample = generate(gpt.model, gpt.tokenizer, prompt, 24, Sampling(temperature=temperature, top_k=top_k), seed=0)
+    sampling = Sampling(temperature=temperature, top_k=top_k)
+    sample = generate(gpt.model, gpt.tokenizer, prompt, 24, sampling, seed=0)
     cfg = bert.config
     return {
         "fill-mask": {"text": text,
@@ -143,7 +147,8 @@ def _examples() -> dict:
                       "gpt-mini": [[shown(i), round(p, 4), i] for p, i in zip(top.values.tolist(),
                                                                           top.indices.tolist())]},
         "next-words": {"prompt": prompt, "sample": " " + sample, "temperature": temperature, "top_k": top_k},
-        "attention": {"text": "The state of the Union is strong.", "n_layer": cfg.n_layer, "n_head": cfg.n_head},
+        "attention": {"text": "The state of the Union is strong.",
+                      "n_layer": cfg.n_layer, "n_head": cfg.n_head},
     }
 
 
@@ -157,7 +162,8 @@ def _static_html(mode: str, examples: dict) -> str:
         rows = "".join(f"<tr><td>{k + 1}</td><td><code>{e(b[0])}</code> {100 * b[1]:.1f}%</td>"
                        f"<td><code>{e(g[0])}</code> {100 * g[1]:.1f}%</td></tr>"
                        for k, (b, g) in enumerate(zip(f["bert-mini"], f["gpt-mini"])))
-        parts.append(f"<p>Fill the blank: <em>{e(f['text'])}</em></p><table class=\"table\"><thead><tr><th></th>"
+        parts.append(f"<p>Fill the blank: <em>{e(f['text'])}</em></p>"
+                     '<table class="table"><thead><tr><th></th>'
                      "<th>bert-mini (both sides)</th><th>gpt-mini (text before the blank)</th></tr></thead>"
                      f"<tbody>{rows}</tbody></table>")
     if mode in ("next-words", "all"):
@@ -173,9 +179,10 @@ def _static_html(mode: str, examples: dict) -> str:
 def _note(sizes: dict, mode: str) -> str:
     s = sizes[mode]
     models = ", ".join(f"{m} ({_mb(b)})" for m, b in s["models"].items())
-    return (f'<p class="bertgpt-try-note">The models run in your browser, with onnxruntime-web: no server and '
-            f"no kernel. The first answer downloads {_mb(s['bytes'])} ({_mb(s['gzip'])} where the server "
-            f"compresses files): the runtime ({_mb(s['runtime'])}) and {models}. Nothing is sent anywhere.</p>")
+    return ('<p class="bertgpt-try-note">The models run in your browser, with onnxruntime-web: no server '
+            f"and no kernel. The first answer downloads {_mb(s['bytes'])} ({_mb(s['gzip'])} where the server "
+            f"compresses files): the runtime ({_mb(s['runtime'])}) and {models}. "
+            "Nothing is sent anywhere.</p>")
 
 
 class TryModels(SphinxDirective):
