@@ -43,12 +43,11 @@ def _count(data, *args, **kwargs):
     _shown_images.extend(["image/png"] if "image/png" in data else [])
     return _publish(data, *args, **kwargs)
 get_ipython().display_pub.publish = _count"""
-# Seconds each chapter took from an empty model cache, the course snapshots and variants it trains
-# included: python scripts/execute_notebooks.py --cold, one chapter at a time, one thread, on two AMD
-# EPYC cores (avx512_bf16, bf16) with nothing else running (book/status.md). Longest first, so that
-# the two workers finish together. A chapter not listed goes first.
-COLD_SECONDS = {"03_gpt1": 688, "04_bert": 653, "06_questions": 567, "05_verdict": 556,
-                "08_own_text": 528, "07_practice": 422, "01_before_2018": 113, "02_one_skeleton": 76}
+# Seconds each chapter took from an empty model cache, as the execution script last recorded them
+# (python scripts/execute_notebooks.py --cold; book/status.md). Longest first, so that the two workers
+# finish together. A chapter with no cold time recorded goes first.
+_STATUS = json.loads((ROOT / "book" / "_static" / "execution-status.json").read_text(encoding="utf-8"))
+COLD_SECONDS = {Path(name).stem: r["cold"]["seconds"] for name, r in _STATUS.items() if "cold" in r}
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"), key=lambda p: -COLD_SECONDS.get(p.stem, 10**6))
 FIRST_CELL = (ROOT / "scripts" / "first_cell.py").read_text(encoding="utf-8")
 PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a learner installs from
