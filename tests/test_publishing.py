@@ -1,8 +1,13 @@
 """What publishing needs: one repository URL everywhere, a valid Pages workflow, licences, a citation."""
 
+import json
+import os
 import re
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -54,3 +59,33 @@ def test_the_readmes_commands_are_the_ones_ci_and_the_pages_run():
     local = re.search(r"bash scripts/setup\.sh\njupyter lab (\S+)/\n", readme).group(1)
     chapters = sorted(p.name for p in (ROOT / "chapters").glob("*.ipynb"))
     assert sorted(p.name for p in (ROOT / local).glob("*.ipynb")) == chapters
+
+
+def test_jupyter_lab_opens_the_local_routes_chapters(tmp_path):
+    """`jupyter lab colab/` starts with what setup installs and serves every chapter of the folder."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--allow-root", "--IdentityProvider.token=", f"--ServerApp.root_dir={ROOT / 'colab'}"],
+        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        listing = None
+        for _ in range(120):  # the server starts in a few seconds
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents", timeout=5) as r:
+                    listing = json.load(r)
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read()
+                time.sleep(0.5)
+        assert listing is not None, "jupyter lab did not answer within a minute"
+        served = sorted(c["name"] for c in listing["content"] if c["type"] == "notebook")
+        assert served == sorted(p.name for p in (ROOT / "chapters").glob("*.ipynb"))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=10) as r:
+            assert r.status == 200 and "JupyterLab" in r.read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
