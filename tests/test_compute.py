@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+import torch
 
 import bertgpt
 from bertgpt.compute import flops_per_token, pretraining_compute
@@ -22,3 +23,14 @@ def test_pretraining_compute_follows_the_short_then_long_schedule():
     assert gpt["tokens"] == 10 * 2 * 128 and pretraining_compute(cfg, train, step=0)["flops"] == 0
     with pytest.raises(ValueError, match="between 0"):
         pretraining_compute(cfg, train, step=101)
+
+
+
+def test_flops_per_token_leaves_out_only_a_table_the_model_has():
+    learned = bertgpt.model_config("mini", "bert")
+    rotary = dataclasses.replace(learned, positions="rotary")  # no table: the same multiplications
+    assert flops_per_token(rotary) == flops_per_token(learned)
+    lstm = dataclasses.replace(bertgpt.model_config("mini", "gpt"), arch="lstm", n_layer=1, d_ff=376)
+    with torch.device("meta"):
+        n = bertgpt.count_parameters(bertgpt.build(lstm))
+    assert flops_per_token(lstm) == 6 * n  # every weight, no position table and no attention

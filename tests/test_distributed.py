@@ -1,4 +1,6 @@
-"""Two CPU processes under torchrun (gloo) reach the weights of one process with the same global batch.
+"""Two CPU processes under torchrun (gloo) reach the weights of one process with the same global batch:
+GPT, and BERT with and without next-sentence prediction (without it, BERT has no NSP head, so every
+parameter gets a gradient and DistributedDataParallel needs no search for unused ones).
 
 Under torchrun each of N processes takes every N-th batch of the same seeded stream and DDP averages
 their gradients, so an update sees the same N micro-batches that one process sees with
@@ -27,8 +29,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pretrain(tmp_path, corpus_dir, out, *extra, nproc=None):
-    args = ["-m", "bertgpt", "pretrain", "--model", "gpt", "--preset", "tiny", "--steps", str(STEPS),
+def _pretrain(tmp_path, corpus_dir, out, *extra, nproc=None, model="gpt"):
+    args = ["-m", "bertgpt", "pretrain", "--model", model, "--preset", "tiny", "--steps", str(STEPS),
             "--corpus", str(corpus_dir), "--out", str(out), "--set", "dropout=0", "--set", "eval_every=3",
             "--set", "eval_batches=1", "--device", "cpu", *extra]
     if nproc:
@@ -50,15 +52,21 @@ def corpus_dir(tmp_path_factory, corpus):
     return folder
 
 
-def test_two_processes_reach_the_weights_of_one_with_the_same_global_batch(tmp_path, corpus_dir):
-    lines = _pretrain(tmp_path, corpus_dir, tmp_path / "ddp", nproc=2)
+RUNS = {"gpt": ("gpt",), "bert": ("bert",), "bert without NSP": ("bert", "--set", "nsp=false")}
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_two_processes_reach_the_weights_of_one_with_the_same_global_batch(tmp_path, corpus_dir, run):
+    model, *recipe = RUNS[run]
+    lines = _pretrain(tmp_path, corpus_dir, tmp_path / "ddp", *recipe, nproc=2, model=model)
     assert len(lines) == 1  # only rank 0 reports
     report = json.loads(lines[0])
     assert report["processes"] == 2 and report["steps"] == STEPS
-    _pretrain(tmp_path, corpus_dir, tmp_path / "one", "--set", "accumulate=2")
-    _pretrain(tmp_path, corpus_dir, tmp_path / "half")  # one process, half the global batch
+    _pretrain(tmp_path, corpus_dir, tmp_path / "one", *recipe, "--set", "accumulate=2", model=model)
+    _pretrain(tmp_path, corpus_dir, tmp_path / "half", *recipe, model=model)  # half the global batch
     ddp, one, half = (load_file(tmp_path / name / "model.safetensors") for name in ("ddp", "one", "half"))
     assert ddp.keys() == one.keys()
+    assert ("nsp_head.weight" in ddp) == (run == "bert")  # the head where the recipe trains it
     worst = max(float((ddp[k] - one[k]).abs().max()) for k in ddp)
     assert worst < TOLERANCE, f"largest weight difference {worst:.2e}"
     assert max(float((half[k] - one[k]).abs().max()) for k in one) > 100 * TOLERANCE  # the test can tell

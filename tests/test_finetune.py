@@ -8,9 +8,19 @@ import torch.nn.functional as F
 
 import bertgpt
 from bertgpt.config import FinetuneConfig
-from bertgpt.finetune import Classifier, finetune, load_classifier, patience_stop, predict, save_classifier
+from bertgpt.evaluate import best_threshold
+from bertgpt.finetune import (
+    Classifier,
+    GainClassifier,
+    finetune,
+    load_classifier,
+    patience_stop,
+    predict,
+    save_classifier,
+)
 from bertgpt.inputs import IGNORE
 from bertgpt.tasks import Example, Tagged
+from bertgpt.zeroshot import context_gains
 
 TEXTS = ["the congress shall meet in december", "peace and war",
          "the union is strong and the people are free", "taxes"]
@@ -223,3 +233,50 @@ def test_token_level_finetuning_reports_f1_and_round_trips(bert_ck, gpt_ck, corp
     # one prediction per scored word that fits the (tiny) context
     assert [len(p) for p in predicted] == [sum(t != IGNORE for t in row[2]) for row in clf.pack(task.test)]
     assert all(0 < len(p) <= sum(t != IGNORE for t in e.tags) for p, e in zip(predicted, task.test))
+
+
+PAIRS = [Example("the congress shall meet in december", 1, text_b="and the people are free"),
+         Example("peace and war", 0, text_b="taxes upon tea and sugar"),
+         Example("the union is strong", 1, text_b="and it shall stay strong"),
+         Example("taxes", 0, text_b="the navy needs ships")]
+
+
+def test_the_gain_readout_scores_a_pair_as_the_zero_shot_reading_does(gpt_ck):
+    clf = GainClassifier(gpt_ck.model, gpt_ck.tokenizer, ("not next", "next")).eval()
+    batch = clf.collate(clf.pack(PAIRS))
+    with torch.no_grad():
+        gains, _ = clf.gains(batch)
+    expected = context_gains(gpt_ck.model, gpt_ck.tokenizer, PAIRS, span=GainClassifier.SPAN)
+    torch.testing.assert_close(gains, torch.tensor(expected), atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        padded = clf(batch)
+        alone = torch.cat([clf(clf.collate([row])) for row in clf.pack(PAIRS)])
+    torch.testing.assert_close(padded, alone)  # padding changes nothing
+
+
+def test_the_gain_readout_starts_from_the_cut_that_best_splits_the_training_gains(gpt_ck):
+    clf = GainClassifier(gpt_ck.model, gpt_ck.tokenizer, ("not next", "next")).eval()
+    clf.start_from(PAIRS)
+    with torch.no_grad():
+        gains = clf.gains(clf.collate(clf.pack(PAIRS)))[0].tolist()
+    cut = best_threshold(gains, [e.label for e in PAIRS])
+    assert float(clf.shift) == pytest.approx(cut) and float(clf.scale) > 0
+    assert predict(clf, PAIRS) == [int(g > cut) for g in gains]  # the zero-shot rule, before any update
+
+
+def test_the_gain_readout_is_refused_where_it_has_no_meaning(gpt_ck, bert_ck):
+    with pytest.raises(ValueError, match="two-class pair task"):
+        GainClassifier(bert_ck.model, bert_ck.tokenizer, ("a", "b"))
+    with pytest.raises(ValueError, match="two-class pair task"):
+        GainClassifier(gpt_ck.model, gpt_ck.tokenizer, ("a", "b", "c"))
+    with pytest.raises(ValueError, match="every example must have a text_b"):
+        GainClassifier(gpt_ck.model, gpt_ck.tokenizer, ("a", "b")).pack([Example("alone", 0)])
+
+
+def test_a_fine_tuned_gain_classifier_saves_and_loads(gpt_ck, tmp_path):
+    task = bertgpt.Task("pairs", ("not next", "next"), PAIRS * 4, PAIRS, PAIRS)
+    clf, result = finetune(gpt_ck, task, FinetuneConfig(readout="gain", epochs=2), progress=False)
+    assert isinstance(clf, GainClassifier) and result["test_accuracy"] is not None
+    save_classifier(tmp_path / "clf", clf)
+    again = load_classifier(tmp_path / "clf")
+    assert isinstance(again, GainClassifier) and predict(again, PAIRS) == predict(clf, PAIRS)

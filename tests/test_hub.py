@@ -151,17 +151,6 @@ def test_every_field_of_the_recipe_is_in_the_cache_key(corpus):
         assert bertgpt.hub.cache_path("bert-mini", corpus, changes={name: value}) != before, name
 
 
-def test_the_keys_of_entries_cached_before_the_recipe_was_split_from_the_loop_are_kept():
-    # the names recipe 2 gave these entries on the addresses, when one TrainConfig held both the loop's
-    # settings and the pretraining recipe: a cached model keeps its key
-    sotu = bertgpt.load_corpus("sotu")
-    short = dict(steps=100, snapshots=(), warmup=40, eval_every=50)
-    for name, changes, key in (("gpt-mini", None, "8315c9e42528"), ("bert-mini", None, "f612d5758144"),
-                               ("bert-mini", dict(nsp=False, steps=200), "faea5f25512e"),
-                               ("lstm-mini", None, "cec76e6d7b11"), ("gpt-mini", short, "6deb95facdf1")):
-        assert bertgpt.hub.cache_path(name, sotu, changes=changes).name == f"{name}-sotu-{key}"
-
-
 def test_every_model_on_the_addresses_reads_the_shipped_tokenizer_whichever_comes_first(tmp_path,
                                                                                          monkeypatch):
     monkeypatch.setenv("BERTGPT_CACHE", str(tmp_path))  # empty: no course model loaded before

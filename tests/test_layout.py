@@ -4,7 +4,10 @@ import-linter (run by scripts/test.sh) checks which module may import which; thi
 
 import ast
 import json
+import re
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 LONGEST = 60  # lines of a function, its docstring included
@@ -29,3 +32,15 @@ def test_no_chapter_or_benchmark_imports_the_command_line():
     users = [name for name, text in sources.items()
              if "bertgpt.cli" in text or "from bertgpt import cli" in text]
     assert not users, f"the command line is the top floor; import what it calls instead: {', '.join(users)}"
+
+
+def test_contributing_draws_the_floors_that_pyproject_enforces():
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    enforced = [{m.strip().removeprefix("bertgpt.") for m in floor.split("|")}
+                for floor in contract["contracts"][0]["layers"]]
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = text.index("```\n__main__") + 4
+    drawing = text[start:text.index("```", start)]
+    floors = [re.split(r"\s{2,}", line)[0] for line in drawing.splitlines() if line[:1].strip()]
+    drawn = [{m.strip() for m in floor.split("|")} for floor in floors]  # the modules, not what follows
+    assert drawn == enforced, "CONTRIBUTING.md's floors differ from pyproject.toml's [tool.importlinter]"

@@ -3,6 +3,7 @@ import torch
 import bertgpt
 from bertgpt import probes
 from bertgpt.probes import cached_probe, probe
+from bertgpt.tasks import Example, Task
 
 
 def test_probes_give_one_accuracy_per_layer(gpt_ck, bert_ck, party):
@@ -11,6 +12,19 @@ def test_probes_give_one_accuracy_per_layer(gpt_ck, bert_ck, party):
         assert sorted(out["accuracy"]) == list(range(ck.config.n_layer + 1))
         assert all(0 <= a <= 1 for a in out["accuracy"].values())
         assert 0 <= out["majority_baseline"] <= 1
+
+
+def test_a_probe_learns_a_task_its_features_can_tell(gpt_ck, bert_ck):
+    # the label is which of two words fills the text: every layer's mean-pooled state can tell them
+    # apart, so a probe that learns scores far above the constant answer's 50%
+    def examples(n, offset):
+        return [Example(" ".join([("peace", "war")[i % 2]] * 8), i % 2) for i in range(offset, offset + n)]
+
+    task = Task("peace or war", ("peace", "war"), examples(60, 0), examples(20, 60), examples(40, 80))
+    for ck in (gpt_ck, bert_ck):
+        out = probe(ck, task, max_examples=60, steps=100, progress=False)
+        assert out["majority_baseline"] == 0.5
+        assert min(out["accuracy"].values()) >= 0.9, out["accuracy"]
 
 
 def test_a_layer_probed_alone_scores_as_among_all_layers(gpt_ck, party):

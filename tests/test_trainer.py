@@ -68,6 +68,20 @@ def test_keep_best_stops_after_patience_and_restores_the_best_weights():
     assert all(torch.equal(v, seen[10][k]) for k, v in model.state_dict().items())
 
 
+def test_keep_best_keeps_a_started_decision_that_training_never_beats():
+    scores = iter([0.6, 0.7, 0.5])
+    model = tiny("gpt")
+    start = copy.deepcopy(model.state_dict())
+    keep = KeepBest(lambda run: dict(accuracy=next(scores)), "accuracy", patience=2)
+    keep.start(model, dict(accuracy=0.8))  # the weights before the first update score 0.8
+    cfg = bertgpt.TrainConfig(steps=50, batch_size=4, warmup=1, eval_every=5)
+    history = bertgpt.train(model, clm_loss, _stream(), cfg, evaluate=keep, progress=False)
+    assert [r["step"] for r in history.val] == [5, 10]  # two evaluations below the start: stopped
+    assert (keep.best, keep.best_step) == (0.8, 0)
+    keep.restore(model)
+    assert all(torch.equal(v, start[k]) for k, v in model.state_dict().items())
+
+
 def test_a_resumed_run_reaches_the_weights_of_an_uninterrupted_one():
     cfg = bertgpt.TrainConfig(steps=12, batch_size=4, warmup=3, eval_every=4)
     whole = tiny("gpt", dropout=0.1)
@@ -111,20 +125,3 @@ def test_precision_is_checked_by_name_and_fp16_asks_for_a_gpu():
         resolve_precision("cpu", "fp16")
     with pytest.raises(ValueError, match="precision must be"):
         bertgpt.TrainConfig(precision="fp8")
-
-
-def test_a_state_saved_before_the_gradient_scaler_still_resumes():
-    cfg = bertgpt.TrainConfig(steps=4, batch_size=4, warmup=1, eval_every=2)
-    saved = {}
-
-    def stop_at_2(run):
-        saved.update(weights=copy.deepcopy(run.model.state_dict()), state=run.state_dict())
-        run.stop = True
-        return {}
-
-    bertgpt.train(tiny("gpt"), clm_loss, _stream(), cfg, evaluate=stop_at_2, progress=False)
-    old = dict(saved["state"], rng=saved["state"]["rng"]["cpu"])  # the format of earlier checkpoints
-    del old["scaler"]
-    model = tiny("gpt")
-    model.load_state_dict(saved["weights"])
-    assert bertgpt.train(model, clm_loss, _stream(), cfg, progress=False, resume=old).train[-1]["step"] == 4

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import bertgpt
+from bertgpt import zeroshot
 from bertgpt.objectives import mlm_nsp_loss
 from bertgpt.pretraining import VAL_MASK_RATE, bert_collate, document_sentences, nsp_pairs
 from bertgpt.scoring import token_log_probs
@@ -49,8 +50,24 @@ def test_context_gain_is_what_paragraph_a_adds_to_the_log_probability_of_b(gpt_c
 def test_zero_shot_next_reports_accuracies_between_0_and_1(gpt_ck, bert_ck, pairs_task, family):
     ck = gpt_ck if family == "gpt" else bert_ck
     result = zero_shot_next(ck, pairs_task, n=20, span=20)
-    assert 0 <= result["test_accuracy"] <= 1 and result["val_accuracy"] >= 0.5  # a chosen cut beats chance
+    assert 0 <= result["test_accuracy"] <= 1 and 0 <= result["val_accuracy"] <= 1
     assert ("head_test_accuracy" in result) == (family == "bert")
+
+
+@pytest.mark.parametrize("scorer", ["context_gains", "nsp_scores"])
+def test_zero_shot_next_cuts_on_validation_and_is_judged_on_held_out_pairs(gpt_ck, bert_ck, pairs_task,
+                                                                          scorer, monkeypatch):
+    # scores that say the label on validation pairs and its opposite on test pairs: a cut chosen on
+    # validation gets every validation pair right and every test pair wrong; a cut fitted to the test
+    # pairs, or validation's accuracy reported as the test's, would score 1 on test
+    test = {id(e) for e in pairs_task.test}
+
+    def rigged(model, tok, examples, *span):
+        return [(1.0 if e.label else -1.0) * (-1 if id(e) in test else 1) for e in examples]
+
+    monkeypatch.setattr(zeroshot, scorer, rigged)
+    result = zero_shot_next(gpt_ck if scorer == "context_gains" else bert_ck, pairs_task, n=40)
+    assert result["val_accuracy"] == 1.0 and result["test_accuracy"] == 0.0
 
 
 def test_swap_preference_counts_the_pairs_where_the_original_scores_higher(gpt_ck, corpus):

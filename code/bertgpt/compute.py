@@ -22,13 +22,17 @@ PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4":
 
 
 def flops_per_token(cfg) -> float:
-    """Training FLOPs per token: 6·N for the weight matrices (N: every parameter but the position
-    table; the token table is the tied output layer's matrix) plus 12·L·T·d for the attention
-    scores and their weighted sum (PaLM, appendix B). BERT's output layer runs only on the masked
-    positions, so for BERT this counts more than is done."""
+    """Training FLOPs per token: 6·N for the weight matrices (N: every parameter but a learned
+    position table, which is looked up, not multiplied; the token table is the tied output layer's
+    matrix) plus, for a Transformer, 12·L·T·d for the attention scores and their weighted sum (PaLM,
+    appendix B). Rotary positions and an LSTM have no position table; an LSTM has no attention.
+    BERT's output layer runs only on the masked positions, so for BERT this counts more than is done."""
     with torch.device("meta"):
-        n = count_parameters(build(cfg)) - cfg.context * cfg.d_model
-    return 6 * n + 12 * cfg.n_layer * cfg.context * cfg.d_model
+        n = count_parameters(build(cfg))
+    if cfg.arch == "lstm":
+        return 6 * n
+    table = cfg.context * cfg.d_model if cfg.positions == "learned" else 0
+    return 6 * (n - table) + 12 * cfg.n_layer * cfg.context * cfg.d_model
 
 
 def pretraining_compute(cfg, train: dict, step: int | None = None) -> dict:

@@ -32,6 +32,7 @@ class ModelConfig:
     norm: str = "post"       #: "post" — LayerNorm after each residual add (both 2018 papers); "pre" — GPT-2
     arch: str = "transformer"  #: "transformer"; "lstm" — GPT-1's ablation, an LSTM of d_ff units per layer
     positions: str = "learned"  #: "learned" — a vector per position (both papers); "rotary" — see model.py
+    nsp_head: bool = True    #: BERT — a pooler and next-sentence head on [CLS]; False — the masked LM alone
 
     def __post_init__(self):
         if self.d_model % self.n_head:
@@ -124,6 +125,12 @@ class PretrainConfig(TrainConfig):
         object.__setattr__(self, "snapshots", tuple(sorted({s for s in self.snapshots if s < self.steps})))
 
 
+def pretraining_model(cfg: ModelConfig, train: PretrainConfig) -> ModelConfig:
+    """``cfg`` as pretraining with ``train`` builds it: a bidirectional BERT has the pooler and
+    next-sentence head only when its recipe trains next-sentence prediction (``train.nsp``)."""
+    return cfg if cfg.causal else dataclasses.replace(cfg, nsp_head=train.nsp)
+
+
 #: The fine-tuning learning rate of each family when ``FinetuneConfig.lr`` is None: measured best on
 #: validation for the minis (bench/finetune_sweep.py).
 FINETUNE_LR = {"gpt": 1e-3, "bert": 3e-4}
@@ -138,6 +145,16 @@ class FinetuneConfig:
     is in ``bench/README.md``): 6 epochs beat 3 everywhere; GPT scored best at 1e-3 on both tasks,
     BERT at 3e-4 on both (:data:`FINETUNE_LR`). These are 5 to 50 times the papers' rates (GPT-1
     6.25e-5, BERT 2e-5 to 5e-5), for models about a hundred times smaller, on a few hundred examples.
+
+    ``readout`` None reads what ``bench/finetune_study.py`` measured best (``bench/README.md``): for a
+    GPT on a two-class pair task (``next``), its own language model's gain, log p(B | A) - log p(B)
+    ("gain", :class:`bertgpt.finetune.GainClassifier`); everywhere else each paper's summary
+    ("summary": GPT-1's ``[EXTRACT]`` state, BERT's pooled ``[CLS]``). On ``next``, 300 labels, three
+    seeds, GPT-1's head stayed at 50-59% on validation whatever the learning rate, λ, readout of
+    every state or start of the special tokens' embeddings, while gpt-mini's gain, cut where the
+    training pairs split best, scores 72-75% before any update: the head threw away what
+    pretraining gave. Fine-tuning then moves the whole model; where no epoch beats the start on
+    validation, the start is kept.
     """
 
     epochs: int = 6            #: passes over the training examples, at most (early stopping may end sooner)
@@ -150,6 +167,7 @@ class FinetuneConfig:
     patience: int = 2          #: stop after this many epochs without a better validation accuracy
     restarts: int = 1          #: runs with other seeds; the best on validation is kept (BERT, section 4.1)
     seed: int = 0              #: classifier initialisation, dropout, batch order
+    readout: str | None = None  #: what the classifier reads (bertgpt.finetune.READOUTS); None — as below
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "patience", "restarts"):

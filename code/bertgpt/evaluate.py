@@ -264,11 +264,11 @@ def f1(y_true, y_pred, positive: int = 1) -> float:
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
 
 
-def macro_f1(y_true, y_pred) -> float:
-    """The unweighted mean of every class's F1, over the classes present in either list."""
-    t, p = _labels(y_true, y_pred)
-    classes = sorted(set(t) | set(p))
-    return sum(f1(t, p, c) for c in classes) / len(classes)
+def best_threshold(scores: list[float], labels: list[int]) -> float:
+    """The cut (a midpoint between neighbouring scores) most accurate at "label 1 when score > cut"."""
+    ranked = sorted(scores)
+    cuts = [ranked[0] - 1] + [(a + b) / 2 for a, b in zip(ranked, ranked[1:])]
+    return max(cuts, key=lambda t: accuracy(labels, [int(s > t) for s in scores]))
 
 
 def seed_band(scores) -> tuple[float, float]:

@@ -42,7 +42,8 @@ class Exported(nn.Module):
         self.model = model
 
     def forward(self, ids: torch.Tensor):
-        out = self.model(ids, attention=True)
+        heads = dict(nsp=False) if self.model.family == "bert" else {}  # BERT's NSP head: not exported
+        out = self.model(ids, attention=True, **heads)
         return out.logits, torch.stack(out.attention, dim=1)
 
 

@@ -29,14 +29,20 @@ from torch import nn
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
 from .device import default_device, device_of, eval_mode, to_device, training_threads
-from .evaluate import accuracy, f1
-from .inputs import IGNORE, Batch, collate, pack_examples  # the packing lives on the bottom floor
-from .model import build, init_weights
+from .evaluate import accuracy, best_threshold, f1
+from .inputs import IGNORE, Batch, collate, pack_examples, pad  # the packing lives on the bottom floor
+from .model import build, init_weights, pooler
 from .tasks import Example, Tagged, Task
 from .tokenizer import Tokenizer
 from .trainer import KeepBest, train
 
 # --- The classifier ------------------------------------------------------------------------------------
+
+#: What the classifier reads: "summary", each paper's own (GPT-1: the state at ``[EXTRACT]``, BERT:
+#: the pooled ``[CLS]`` state); "mean", the last layer's states averaged over real tokens; or, for a
+#: GPT on a two-class pair task, "gain": its own language model's log p(B | A) - log p(B)
+#: (:class:`GainClassifier`).
+READOUTS = ("summary", "mean", "gain")
 
 
 class Classifier(nn.Module):
@@ -48,18 +54,28 @@ class Classifier(nn.Module):
     for token-level tasks, section 4.3; for GPT each position has read only what precedes it).
     """
 
+    starts_trained = False  #: whether the classifier decides before its first update (GainClassifier)
+
     def __init__(self, model, tokenizer: Tokenizer, labels, lm_coef: float = 0.5, dropout: float = 0.1,
-                 per_token: bool = False):
+                 per_token: bool = False, readout: str = "summary"):
         super().__init__()
         if model.family == "bert" and lm_coef:
             raise ValueError("BERT fine-tunes without an auxiliary language-model loss: use lm_coef=0")
+        if readout not in READOUTS:
+            raise ValueError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}")
         self.model, self.tokenizer = model, tokenizer
         self.labels = tuple(labels)
         self.lm_coef = float(lm_coef)
         self.per_token = per_token
+        self.readout = readout
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(model.config.d_model, len(self.labels))
         init_weights(self.head)
+        # BERT summarises [CLS] through its pooler; one pretrained without NSP has none, and gets a new one
+        self.pooler = None
+        if model.family == "bert" and not model.config.nsp_head:
+            self.pooler = pooler(model.config.d_model)
+            init_weights(self.pooler[0])
 
     @property
     def config(self) -> ModelConfig:
@@ -80,11 +96,14 @@ class Classifier(nn.Module):
         ``predict``)."""
         out = self.model(batch["input_ids"], segments=batch.get("segments"), pad_mask=batch["pad_mask"],
                          predict=predict)
-        if self.family == "gpt":  # the state at [EXTRACT], each row's last real token
+        if self.readout == "mean":  # every real token's state, averaged
+            keep = batch["pad_mask"].unsqueeze(-1).to(out.hidden.dtype)
+            summary = (out.hidden * keep).sum(1) / keep.sum(1)  # (B, d)
+        elif self.family == "gpt":  # the state at [EXTRACT], each row's last real token
             extract = batch["pad_mask"].sum(1) - 1
             summary = out.hidden[torch.arange(out.hidden.size(0), device=extract.device), extract]  # (B, d)
         else:
-            summary = out.pooled
+            summary = out.pooled if self.pooler is None else self.pooler(out.hidden[:, 0])
         return self.head(self.drop(out.hidden if self.per_token else summary)), out
 
     def forward(self, batch: Batch, with_loss: bool = False):
@@ -107,6 +126,111 @@ class Classifier(nn.Module):
         lm = F.cross_entropy(out.logits.float(), batch["lm_labels"][chosen])
         metrics["lm_loss"] = lm.detach()
         return task + self.lm_coef * lm, metrics
+
+
+class GainClassifier(Classifier):
+    """A GPT on a two-class pair task that decides through its language model, not a new head.
+
+    The score is what the zero-shot reading of ``next`` uses (:func:`bertgpt.zeroshot.context_gains`):
+    how much text A raises the log-probability of text B's first tokens, log p(B | A) - log p(B),
+    from two passes, ``[SEP] A B`` and ``[SEP] B``. Class 1's logit over class 0's is
+    ``scale · (gain - shift)``; :meth:`start_from` sets the two from the training examples' gains
+    before the first update, so that fine-tuning starts where the zero-shot reading stands, and
+    then trains the whole language model to widen the gap. GPT-1's ``[EXTRACT]`` head instead
+    starts from nothing and must learn from the labels alone to compare two likelihoods inside one
+    state. λ's auxiliary loss reads the ``[SEP] A B`` pass.
+    """
+
+    SPAN = 60  #: tokens of A (its last) and of B (its first) that are read, as the zero-shot's
+    starts_trained = True  #: :meth:`start_from` sets its decision before the first update
+
+    def __init__(self, model, tokenizer: Tokenizer, labels, lm_coef: float = 0.5, dropout: float = 0.1,
+                 per_token: bool = False, readout: str = "gain"):
+        if model.family != "gpt" or len(labels) != 2 or per_token:
+            raise ValueError("the gain readout serves a GPT on a two-class pair task (text, text_b): use "
+                             "readout='summary' for other tasks and for BERT")
+        super().__init__(model, tokenizer, labels, lm_coef, dropout)
+        self.readout, self.head = "gain", None
+        self.scale, self.shift = nn.Parameter(torch.ones(())), nn.Parameter(torch.zeros(()))
+
+    def pack(self, examples: list[Example]):
+        """``([SEP] A B, [SEP] B, label)`` rows, A cut to its last tokens and B to its first."""
+        if any(e.text_b is None for e in examples):
+            raise ValueError("the gain readout needs pairs: every example must have a text_b")
+        tok, span = self.tokenizer, min(self.SPAN, (self.config.context - 1) // 2)
+        texts_a = tok.encode_batch([e.text for e in examples])
+        texts_b = tok.encode_batch([e.text_b for e in examples])
+        return [([tok.sep_id, *a[-span:], *b[:span]], [tok.sep_id, *b[:span]], e.label)
+                for e, a, b in zip(examples, texts_a, texts_b)]
+
+    def collate(self, rows) -> Batch:
+        """Both passes padded, with ``scored`` marking B's tokens in each."""
+        batch = collate([(r[0], None, r[2]) for r in rows], self.tokenizer)  # lm_labels from [SEP] A B
+        alone = pad([r[1] for r in rows], self.tokenizer.pad_id)
+        n_b = [len(r[1]) - 1 for r in rows]
+        at = torch.arange(batch["input_ids"].size(1))
+        ends = torch.tensor([len(r[0]) for r in rows])[:, None]
+        batch["scored"] = (at >= ends - torch.tensor(n_b)[:, None]) & (at < ends)
+        batch["alone_ids"] = alone
+        batch["alone_scored"] = (torch.arange(alone.size(1)) >= 1) & (alone != self.tokenizer.pad_id)
+        return batch
+
+    def gains(self, batch: Batch):
+        """(log p(B | A) - log p(B) of each row (B,), the ``[SEP] A B`` pass's output)."""
+        out = self.model(batch["input_ids"], pad_mask=batch["pad_mask"])
+        alone = self.model(batch["alone_ids"], pad_mask=(batch["alone_ids"] != self.tokenizer.pad_id).long())
+        with_a = _target_log_probs(out.logits, batch["input_ids"], batch["scored"])
+        return with_a - _target_log_probs(alone.logits, batch["alone_ids"], batch["alone_scored"]), out
+
+    def _forward(self, batch: Batch, predict):
+        gain, out = self.gains(batch)
+        logit = self.scale * (gain - self.shift)
+        return torch.stack([torch.zeros_like(logit), logit], dim=-1), out
+
+    def loss(self, batch: Batch):
+        logits, out = self._forward(batch, predict=True)
+        labels = batch["label"]
+        task = F.cross_entropy(logits.float(), labels)
+        metrics = dict(task_loss=task.detach(), accuracy=(logits.argmax(-1) == labels).float().mean())
+        if not self.lm_coef:
+            return task, metrics
+        chosen = batch["lm_labels"] != IGNORE
+        lm = F.cross_entropy(out.logits[chosen].float(), batch["lm_labels"][chosen])
+        metrics["lm_loss"] = lm.detach()
+        return task + self.lm_coef * lm, metrics
+
+    @torch.no_grad()
+    def start_from(self, examples: list[Example], batch_size: int = 64) -> None:
+        """Set ``shift`` to the cut between the training examples' gains that best separates their
+        labels, and ``scale`` so that one standard deviation of the gains is a logit of 2."""
+        rows, gains = self.pack(examples), []
+        with eval_mode(self):
+            for s in range(0, len(rows), batch_size):
+                batch = to_device(self.collate(rows[s:s + batch_size]), device_of(self))
+                gains += self.gains(batch)[0].float().tolist()
+        self.shift.fill_(best_threshold(gains, [e.label for e in examples]))
+        self.scale.fill_(2.0 / max(float(torch.tensor(gains).std()), 1e-6))
+
+
+def _target_log_probs(logits, ids, scored):
+    """The summed log-probability (B,) a left-to-right model's ``logits`` (B, T, V) give to the
+    tokens of ``ids`` (B, T) where ``scored`` is True (each predicted from the position before)."""
+    logp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return (logp * scored[:, 1:]).sum(1)
+
+
+def default_readout(family: str, task: Task) -> str:
+    """What :class:`~bertgpt.config.FinetuneConfig`'s ``readout=None`` means for ``family`` on ``task``:
+    "gain" for a GPT on a two-class pair task, else "summary" (the measurement is in its docstring)."""
+    pair = bool(task.train) and not task.token_level and task.train[0].text_b is not None
+    return "gain" if family == "gpt" and pair and task.n_classes == 2 else "summary"
+
+
+def classifier_for(model, tokenizer: Tokenizer, labels, lm_coef: float = 0.5, per_token: bool = False,
+                   readout: str = "summary") -> Classifier:
+    """The classifier that ``readout`` names around ``model``."""
+    kind = GainClassifier if readout == "gain" else Classifier
+    return kind(model, tokenizer, labels, lm_coef, per_token=per_token, readout=readout)
 
 
 def classifier_loss(net, batch: Batch):
@@ -196,8 +320,8 @@ def finetune(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig | None = No
 
     Returns ``(classifier, result)``; ``result`` holds ``val_accuracy`` (best epoch), ``test_accuracy``,
     (for a token-level task, ``val_f1``, ``test_f1`` and ``test_token_accuracy``), ``majority_baseline``,
-    ``epochs_run``, ``best_epoch``, ``train_examples``, ``seconds`` (all runs)
-    and the per-epoch ``history``; with restarts, ``run_seed`` (the kept run's) and every run's
+    ``epochs_run``, ``best_epoch`` (0: the start was kept), ``readout``, ``train_examples``, ``seconds``
+    (all runs) and the per-epoch ``history``; with restarts, ``run_seed`` (the kept run's) and every run's
     ``restart_val_accuracies``.
     """
     if not task.val:
@@ -252,6 +376,9 @@ def fine_tuning_run(classifier: Classifier, task: Task, cfg: FinetuneConfig, see
                             eval_every=per_epoch, seed=seed)
     metric = score_name(task)
     keep = KeepBest(lambda run: _scores(classifier, task.val), metric, cfg.patience)
+    start = {}
+    if classifier.starts_trained:  # its start is a decision already: fine-tuning must beat it to replace it
+        start[f"start_val_{metric}"] = keep.start(classifier, _scores(classifier, task.val))[metric]
     batches = _epoch_batches(rows, classifier, cfg.batch_size, torch.Generator().manual_seed(seed), extra)
     h = train(classifier, loss_fn, batches, train_cfg, evaluate=keep, progress=progress)
     keep.restore(classifier)
@@ -259,7 +386,8 @@ def fine_tuning_run(classifier: Classifier, task: Task, cfg: FinetuneConfig, see
     losses = {r["step"]: r["loss"] for r in h.train}
     history = [dict(epoch=r["step"] // per_epoch, train_loss=losses[r["step"]],
                     **{f"val_{metric}": r[metric]}) for r in h.val]
-    return {f"val_{metric}": keep.best, "epochs_run": len(history), "best_epoch": keep.best_step // per_epoch,
+    return {f"val_{metric}": keep.best, **start, "epochs_run": len(history),
+            "best_epoch": keep.best_step // per_epoch,
             "lr": lr, "batch_size": cfg.batch_size, "history": history}
 
 
@@ -290,11 +418,15 @@ def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, f
     torch.manual_seed(seed)
     model = build(ck.config, family) if from_scratch else copy.deepcopy(ck.model)  # never alter the caller's
     freeze_layers(model, cfg.freeze)
-    classifier = Classifier(model, ck.tokenizer, task.labels, lm_coef, per_token=task.token_level).to(device)
+    readout = cfg.readout or default_readout(family, task)
+    classifier = classifier_for(model, ck.tokenizer, task.labels, lm_coef, task.token_level, readout)
+    classifier.to(device)
+    if readout == "gain":
+        classifier.start_from(task.train)
     label = f"finetune {family} on {task.name}" + (" from scratch" if from_scratch else "")
     run = fine_tuning_run(classifier, task, cfg, seed, progress=progress and label)
     result = dict(task=task.name, family=family, **run, train_examples=len(task.train), lm_coef=lm_coef,
-                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed)
+                  freeze=cfg.freeze, from_scratch=from_scratch, seed=seed, readout=readout)
     return classifier, result
 
 
@@ -323,13 +455,13 @@ def save_classifier(directory: str | Path, classifier: Classifier, **info) -> Pa
     checkpoint."""
     return save(directory, classifier, classifier.tokenizer, kind="classifier",
                 labels=list(classifier.labels), lm_coef=classifier.lm_coef, per_token=classifier.per_token,
-                **info)
+                readout=classifier.readout, **info)
 
 
 def load_classifier(directory: str | Path, device="cpu") -> Classifier:
     """Load what :func:`save_classifier` wrote, with every check of :func:`bertgpt.checkpoint.load`."""
     def wrap(model, tokenizer, info):
-        return Classifier(model, tokenizer, info["labels"], info.get("lm_coef", 0.0),
-                          per_token=info.get("per_token", False))
+        return classifier_for(model, tokenizer, info["labels"], info.get("lm_coef", 0.0),
+                              info.get("per_token", False), info.get("readout", "summary"))
 
     return load(directory, device=device, kind="classifier", wrap=wrap).model

@@ -195,7 +195,7 @@ def fill_mask(model, tokenizer: Tokenizer, text: str, top_k: int = 5) -> list[li
     ids = bert_whole(tokenizer, encode_masked(tokenizer, text), model.config.context)
     x = torch.tensor([ids], device=device_of(model))  # (1, T)
     with eval_mode(model):
-        probs = model(x, predict=x == tokenizer.mask_id).logits.float().softmax(dim=-1)  # (M, V)
+        probs = model(x, predict=x == tokenizer.mask_id, nsp=False).logits.float().softmax(dim=-1)  # (M, V)
     values, indices = probs.topk(min(top_k, probs.size(-1)), dim=-1)
     return [[(tokenizer.id_to_token(i), float(p)) for p, i in zip(ps.tolist(), ix.tolist())]
             for ps, ix in zip(values, indices)]

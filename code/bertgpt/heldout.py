@@ -17,6 +17,7 @@ BERT's masked-token accuracy is given two ways, because they differ a great deal
 
 from __future__ import annotations
 
+import functools
 import re
 
 import torch
@@ -96,10 +97,11 @@ def heldout_metrics(checkpoint, corpus: Corpus | None = None, n_pairs: int = 200
     pairs = test_pairs(tok, corpus, context, n_pairs)
     g = torch.Generator().manual_seed(SEED)
     batches = [bert_collate(pairs[i:i + 32], tok, VAL_MASK_RATE, g) for i in range(0, len(pairs), 32)]
-    own = validate(model, mlm_nsp_loss, batches)
+    own = validate(model, functools.partial(mlm_nsp_loss, nsp=model.config.nsp_head), batches)
     paragraphs = [p for d in corpus.test for p in d.paragraphs]
+    has_head = model.config.nsp_head  # a BERT pretrained without NSP has no NSP figure
+    nsp = dict(nsp_accuracy=round(own["nsp_accuracy"], 4), nsp_pairs=len(pairs)) if has_head else {}
     return dict(
         mlm_accuracy=round(masked_token_accuracy(model, tok, paragraphs, rate=VAL_MASK_RATE, seed=SEED), 4),
         mlm_accuracy_80_10_10=round(own["mlm_accuracy"], 4), mlm_loss_80_10_10=round(own["mlm_loss"], 4),
-        nsp_accuracy=round(own["nsp_accuracy"], 4), nsp_pairs=len(pairs),
-        content_top5=round(content_cloze(model, tok, corpus), 4), test_paragraphs=len(paragraphs))
+        **nsp, content_top5=round(content_cloze(model, tok, corpus), 4), test_paragraphs=len(paragraphs))

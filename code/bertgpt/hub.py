@@ -59,7 +59,15 @@ import torch
 from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import FAMILIES, ModelConfig, PretrainConfig, model_config, replace_fields, train_config
+from .config import (
+    FAMILIES,
+    ModelConfig,
+    PretrainConfig,
+    model_config,
+    pretraining_model,
+    replace_fields,
+    train_config,
+)
 from .corpus import Corpus, load_corpus
 from .device import training_threads
 from .model import build
@@ -81,6 +89,8 @@ from .trainer import validate
 RECIPE = 2  # bump when pretraining changes in a way the configs do not show
 # Training fields that say how a run executes, as the device does, not what it learns: not in the key.
 RUN_ONLY = ("precision", "compile")
+# Model fields that the training config decides (config.pretraining_model): keyed through it, not again.
+DERIVED = ("nsp_head",)
 # Fields added after recipe 2: in the key only when a run changes them, so the entries cached before
 # they existed keep their keys.
 KEYED_IF_CHANGED = ("mask_split", "nsp", "positions")
@@ -162,7 +172,8 @@ def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, co
         recipe = COURSE[name]
         configs = dataclasses.replace(configs[0], **recipe["model"]), dataclasses.replace(configs[1],
                                                                                           **recipe["train"])
-    return replace_fields(changes or {}, *configs)
+    model, train = replace_fields(changes or {}, *configs)
+    return pretraining_model(model, train), train
 
 
 def recipe_tokenizer(name: str, tokenizer: str | None = None) -> str | None:
@@ -213,8 +224,8 @@ def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = 
     def keyed(config, default, first=()):
         fields = dataclasses.asdict(config)
         order = (*first, *(k for k in fields if k not in first))  # a field added later comes last
-        return {k: fields[k] for k in order
-                if k not in RUN_ONLY and not (k in KEYED_IF_CHANGED and fields[k] == getattr(default, k))}
+        return {k: fields[k] for k in order if k not in RUN_ONLY + DERIVED
+                and not (k in KEYED_IF_CHANGED and fields[k] == getattr(default, k))}
 
     parts = [keyed(cfg, ModelConfig()), keyed(tcfg, PretrainConfig(), KEY_FIRST), corpus.fingerprint, RECIPE]
     if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.default_family]):  # keys made before this option stay

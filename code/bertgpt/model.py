@@ -7,13 +7,14 @@ next token; without it, every position sees every other, and the model must be t
 corrupted inputs (masked LM) instead.
 
 - :class:`GPT`: backbone + a language-model head tied to the token embedding.
-- :class:`BERT`: backbone + a masked-LM head (transform, tied decoder, output bias) and a
-  next-sentence head on the pooled ``[CLS]`` state.
+- :class:`BERT`: backbone + a masked-LM head (transform, tied decoder, output bias) and, where
+  its recipe has next-sentence prediction (``config.nsp_head``), a pooler and a next-sentence head
+  on the ``[CLS]`` state.
 
 Each class has the same keyword-only ``forward`` (``segments``, ``pad_mask``, ``cache``,
-``predict``, ``states``, ``attention``) that returns an :class:`Output`; a model refuses, with the
-reason, what it cannot read, and decides itself whether a padding mask is needed. Every caller
-goes through it::
+``predict``, ``states``, ``attention``; BERT adds ``nsp``) that returns an :class:`Output`; a model
+refuses, with the reason, what it cannot read, and decides itself whether a padding mask is needed.
+Every caller goes through it::
 
     gpt(idx).logits                                    # (B, T, V) next-token logits
     bert(idx, segments=s, pad_mask=m, predict=labels != IGNORE).logits   # (N, V) where masked
@@ -291,8 +292,16 @@ class GPT(nn.Module):
         return out
 
 
+def pooler(d_model: int) -> nn.Sequential:
+    """BERT's pooler: the ``[CLS]`` state through a dense layer and tanh (initialise it with
+    :func:`init_weights`)."""
+    return nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh())
+
+
 class BERT(nn.Module):
-    """A Transformer with BERT's two pretraining heads: masked LM and next sentence.
+    """A Transformer with BERT's pretraining heads: masked LM, and next sentence where
+    ``config.nsp_head`` (a model pretrained without NSP has no pooler and no NSP head, as Hugging
+    Face's masked-LM model has no pooling layer; fine-tuning adds its own pooler).
 
     Bidirectional with a BERT config; ``causal=True`` gives the same heads over a causal stack.
     """
@@ -306,22 +315,24 @@ class BERT(nn.Module):
         self.mlm_transform = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(),
                                            nn.LayerNorm(cfg.d_model))
         self.mlm_decoder = nn.Linear(cfg.d_model, cfg.vocab_size)  # its bias is the output bias
-        self.pooler = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.Tanh())
-        self.nsp_head = nn.Linear(cfg.d_model, 2)
+        heads = pooler(cfg.d_model), nn.Linear(cfg.d_model, 2)  # built in every case, so that the weights
+        if cfg.nsp_head:  # above draw the same random numbers with the heads as without them
+            self.pooler, self.nsp_head = heads
         self.apply(init_weights)
         self.mlm_decoder.weight = self.backbone.tok_emb.weight  # tied to the token embedding
 
     def forward(self, idx, *, segments=None, pad_mask=None, cache=None, predict=True, states=False,
-                attention=False) -> Output:
-        """MLM ``logits`` (B, T, V), or (N, V) at the ``predict`` positions (see :meth:`GPT.forward`),
-        the ``pooled`` [CLS] state (B, d) and ``nsp_logits`` (B, 2). A ``cache`` is refused unless the
-        stack is causal."""
+                attention=False, nsp=True) -> Output:
+        """MLM ``logits`` (B, T, V), or (N, V) at the ``predict`` positions (see :meth:`GPT.forward`);
+        where the model has the heads and ``nsp`` is left True, the ``pooled`` [CLS] state (B, d) and
+        ``nsp_logits`` (B, 2) too. A ``cache`` is refused unless the stack is causal."""
         out = self.backbone(idx, segments=segments, pad_mask=pad_mask, cache=cache, states=states,
                             attention=attention)
         h = _at(out.hidden, predict)
         out.logits = None if h is None else self.mlm_decoder(self.mlm_transform(h))
-        out.pooled = self.pooler(out.hidden[:, 0])  # position 0's state through a dense layer and tanh
-        out.nsp_logits = self.nsp_head(out.pooled)
+        if nsp and self.config.nsp_head:
+            out.pooled = self.pooler(out.hidden[:, 0])  # position 0's state through a dense layer and tanh
+            out.nsp_logits = self.nsp_head(out.pooled)
         return out
 
 

@@ -67,18 +67,26 @@ def mask_fates(ids: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor,
 
 
 def mlm_nsp_loss(model, batch: Batch, nsp: bool = True):
-    """BERT's pretraining loss, MLM + NSP (MLM alone when not ``nsp``), and both accuracies. MLM
-    logits only where labelled."""
+    """BERT's pretraining loss, MLM + NSP (MLM alone when not ``nsp``, which never runs the NSP
+    head), and the accuracies. MLM logits only where labelled."""
     labels = batch["labels"]
     chosen = labels != IGNORE
-    out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"], predict=chosen)
-    mlm_logits, nsp_logits = out.logits.float(), out.nsp_logits.float()
+    out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"], predict=chosen,
+                nsp=nsp)
+    mlm_logits = out.logits.float()
     mlm = F.cross_entropy(mlm_logits, labels[chosen])
+    right = (mlm_logits.argmax(-1) == labels[chosen]).float()
+    metrics = dict(mlm_loss=mlm.detach(), mlm_accuracy=right.mean())
+    if not nsp:
+        return mlm, metrics
+    if out.nsp_logits is None:
+        raise ValueError("this BERT has no next-sentence head (config nsp_head=False): "
+                         "pretrain it with nsp=False")
+    nsp_logits = out.nsp_logits.float()
     nsp_loss = F.cross_entropy(nsp_logits, batch["is_next"])
-    metrics = dict(mlm_loss=mlm.detach(), nsp_loss=nsp_loss.detach(),
-                   mlm_accuracy=(mlm_logits.argmax(-1) == labels[chosen]).float().mean(),
+    metrics.update(nsp_loss=nsp_loss.detach(),
                    nsp_accuracy=(nsp_logits.argmax(-1) == batch["is_next"]).float().mean())
-    return (mlm + nsp_loss) if nsp else mlm, metrics
+    return mlm + nsp_loss, metrics
 
 
 def pretraining_loss(family: str, train_cfg: PretrainConfig):

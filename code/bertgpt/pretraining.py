@@ -35,7 +35,7 @@ import warnings
 import torch
 
 from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, save
-from .config import ModelConfig, PretrainConfig, TrainConfig, train_config
+from .config import ModelConfig, PretrainConfig, TrainConfig, pretraining_model, train_config
 from .corpus import Corpus, Document
 from .device import default_device
 from .inputs import Batch, bert_inputs, pad, split_sentences, truncate_pair
@@ -231,6 +231,7 @@ def pretrain(corpus: Corpus, cfg: ModelConfig, train_cfg: PretrainConfig, *, tok
     (so that they can be written at once, and outlive an interruption).
     """
     tok, cfg = prepare(corpus, cfg, tokenizer, progress)
+    cfg = pretraining_model(cfg, train_cfg)  # BERT's NSP head only where its recipe trains it
     torch.manual_seed(train_cfg.seed)
     model = build(cfg).to(device or default_device())
     options = dict(progress=progress, until=until, on_snapshot=on_snapshot)

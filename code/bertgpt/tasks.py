@@ -1,6 +1,6 @@
 """Downstream tasks with real labels, built from the corpus, and the same from a CSV file.
 
-Four tasks come from the State of the Union addresses; each is a stand-in for a kind of task the
+Five tasks come from the State of the Union addresses; each is a stand-in for a kind of task the
 2018 papers fine-tuned on::
 
     party          which party's president wrote a paragraph (Democratic / Republican)   ~ SST-2

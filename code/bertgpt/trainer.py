@@ -44,8 +44,7 @@ from .progress import progress_bar
 # in fp32 against 4,150 in bf16 at batch 16 (1.28x), 3,150 against 4,060 at batch 32 (1.29x),
 # medians of 4 alternating rounds; after 300 updates on the addresses the validation loss was 5.264
 # and 5.291 in fp32 (seeds 0, 1) and 5.262 and 5.296 in bf16, within the seeds' spread. So "auto" is
-# bf16 on such CPUs; set it to False (or precision="fp32") for fp32 everywhere.
-CPU_BF16_AUTO = True
+# bf16 on such CPUs; precision="fp32" keeps fp32 everywhere.
 
 
 def cpu_has_bf16() -> bool:
@@ -65,8 +64,8 @@ def resolve_precision(device, choice: str = "auto") -> str:
     """The number format a run on ``device`` uses: "fp32", "bf16" or "fp16".
 
     "auto" is bf16 on CUDA GPUs with bf16 tensor cores (compute capability 8.0 and up: A100, H100,
-    L4), fp16 with a gradient scaler on older ones (T4, V100), bf16 on CPUs where
-    ``CPU_BF16_AUTO`` says it pays, and fp32 elsewhere.
+    L4), fp16 with a gradient scaler on older ones (T4, V100), bf16 on CPUs that multiply bf16
+    natively (:func:`cpu_has_bf16`), and fp32 elsewhere.
     """
     if choice not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {choice!r}")
@@ -78,7 +77,7 @@ def resolve_precision(device, choice: str = "auto") -> str:
         return choice
     if device.type == "cuda":
         return "bf16" if torch.cuda.get_device_capability(device) >= (8, 0) else "fp16"
-    if device.type == "cpu" and CPU_BF16_AUTO and cpu_has_bf16():
+    if device.type == "cpu" and cpu_has_bf16():
         return "bf16"
     return "fp32"
 
@@ -212,7 +211,7 @@ class Run:
         self.step = state["step"]
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
-        if state.get("scaler") and self.scaler is not None and self.scaler.is_enabled():
+        if state["scaler"] and self.scaler is not None and self.scaler.is_enabled():
             self.scaler.load_state_dict(state["scaler"])
         h = state["history"]
         self.history.train, self.history.val = list(h["train"]), list(h["val"])
@@ -220,8 +219,6 @@ class Run:
         rng = state["rng"]
         if isinstance(rng, list):  # one per process of a torchrun run
             rng = rng[world()[0] % len(rng)]
-        if isinstance(rng, torch.Tensor):  # saved before the GPU's state was kept
-            rng = dict(cpu=rng)
         torch.set_rng_state(rng["cpu"])
         device = device_of(self.model)
         if "cuda" in rng and device.type == "cuda":
@@ -270,6 +267,13 @@ class KeepBest:
         else:
             self._waited += 1
             run.stop = self.patience is not None and self._waited >= self.patience
+        return metrics
+
+    def start(self, model, metrics: dict) -> dict:
+        """Count the weights before the first update as an evaluation (``metrics``, step 0): a run
+        that starts from a trained decision keeps it unless training beats it."""
+        self.best, self.best_step, self._waited = metrics[self.metric], 0, 0
+        self.state = copy.deepcopy(model.state_dict())
         return metrics
 
     def restore(self, model) -> None:

@@ -23,7 +23,7 @@ import random
 import torch
 
 from .device import device_of, eval_mode, to_device
-from .evaluate import accuracy
+from .evaluate import accuracy, best_threshold
 from .inputs import collate, pack_examples, pad
 from .pretraining import VAL_MASK_RATE, bert_collate
 from .scoring import pseudo_log_likelihood, token_log_probs
@@ -60,13 +60,6 @@ def text_log_probs(model, tokenizer, texts: list[str]) -> list[float]:
     return totals
 
 
-def best_threshold(scores: list[float], labels: list[int]) -> float:
-    """The cut (a midpoint between neighbouring scores) most accurate at "label 1 when score > cut"."""
-    ranked = sorted(scores)
-    cuts = [ranked[0] - 1] + [(a + b) / 2 for a, b in zip(ranked, ranked[1:])]
-    return max(cuts, key=lambda t: accuracy(labels, [int(s > t) for s in scores]))
-
-
 def thresholded(val_scores: list[float], val: list[Example], test_scores: list[float],
                 test: list[Example]) -> dict:
     """Choose the threshold on validation scores; report accuracy on both splits."""
@@ -92,6 +85,15 @@ def context_gains(model, tokenizer, examples: list[Example], span: int = 60) -> 
 
 
 @torch.no_grad()
+def nsp_log_odds(model, batch) -> torch.Tensor:
+    """The log-odds (B,) that B follows A, by BERT's pretrained next-sentence head, of a pair batch."""
+    out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"], predict=False)
+    if out.nsp_logits is None:
+        raise ValueError("this BERT was pretrained without next-sentence prediction and has no NSP head: "
+                         "score pairs with a model that has one (bert-mini), or fine-tune this one")
+    return out.nsp_logits[:, 1] - out.nsp_logits[:, 0]
+
+
 def nsp_scores(model, tokenizer, examples: list[Example]) -> list[float]:
     """BERT's pretrained next-sentence head: log-odds that B follows A, for each pair example."""
     rows = pack_examples(tokenizer, "bert", model.config.context, examples)
@@ -99,9 +101,7 @@ def nsp_scores(model, tokenizer, examples: list[Example]) -> list[float]:
     with eval_mode(model):
         for s in range(0, len(rows), 64):
             batch = to_device(collate(rows[s:s + 64], tokenizer), device_of(model))
-            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
-                        predict=False)
-            scores += (out.nsp_logits[:, 1] - out.nsp_logits[:, 0]).float().tolist()
+            scores += nsp_log_odds(model, batch).float().tolist()
     return scores
 
 
@@ -121,9 +121,7 @@ def nsp_pair_scores(model, tokenizer, pairs, generator: torch.Generator | None =
         for s in range(0, len(pairs), batch_size):
             batch = to_device(bert_collate(pairs[s:s + batch_size], tokenizer, VAL_MASK_RATE, generator),
                               device_of(model))
-            out = model(batch["input_ids"], segments=batch["segments"], pad_mask=batch["pad_mask"],
-                        predict=False)
-            scores.append((out.nsp_logits[:, 1] - out.nsp_logits[:, 0]).float().cpu())
+            scores.append(nsp_log_odds(model, batch).float().cpu())
     return torch.cat(scores)
 
 
