@@ -143,7 +143,8 @@ def test_every_field_of_the_recipe_is_in_the_cache_key(corpus):
     recipe = bertgpt.train_config("mini", "bert")
     other = dict(steps=7, batch_size=3, accumulate=2, lr=1e-5, warmup=3, decay="linear", weight_decay=0.5,
                  grad_clip=0.5, eval_every=7, eval_batches=2, seed=5, mask_rate=0.3, mask_split=(1, 0, 0),
-                 nsp=False, short_fraction=0.25, short_length=16, dropout=0.3, snapshots=(2,))
+                 nsp=False, short_fraction=0.25, short_length=16, dropout=0.3, snapshots=(2,),
+                 val_mask_rate=0.2)
     fields = {f.name for f in dataclasses.fields(recipe)} - set(bertgpt.hub.RUN_ONLY)
     assert fields == set(other), "a new training field needs a changed value here"
     for name, value in other.items():
@@ -173,9 +174,10 @@ def test_an_entry_whose_tokenizer_is_learned_is_keyed_by_the_tokenizer_trainer(c
 
 def test_fields_added_after_recipe_2_enter_the_key_only_when_changed(corpus):
     before = bertgpt.hub.cache_path("bert-mini", corpus)
-    as_default = dict(mask_split=(0.8, 0.1, 0.1), nsp=True, positions="learned")
+    as_default = dict(mask_split=(0.8, 0.1, 0.1), nsp=True, positions="learned", val_mask_rate=0.15)
     assert bertgpt.hub.cache_path("bert-mini", corpus, changes=as_default) == before
-    for variant in (dict(mask_split=(1.0, 0.0, 0.0)), dict(nsp=False), dict(positions="rotary")):
+    for variant in (dict(mask_split=(1.0, 0.0, 0.0)), dict(nsp=False), dict(positions="rotary"),
+                    dict(val_mask_rate=0.2)):
         assert bertgpt.hub.cache_path("bert-mini", corpus, changes=variant) != before
 
 

@@ -22,7 +22,7 @@ from .config import (
 )
 from .corpus import Corpus, Document, load_corpus, shuffle_sentences, subsample
 from .device import default_device, device_of, eval_mode
-from .evaluate import accuracy, cloze_accuracy, confusion_matrix, f1, masked_token_accuracy, perplexity
+from .evaluate import cloze_accuracy, masked_token_accuracy, perplexity
 from .finetune import Classifier, finetune, load_classifier, predict, save_classifier
 from .generate import Sampling, fill_mask, generate, generate_by_masking, top_k_filter, top_p_filter
 from .hub import adapted, course_models, pretrained, untrained
@@ -42,6 +42,7 @@ from .pretraining import continue_pretraining, mask_tokens, nsp_pairs, pretrain,
 from .probes import probe
 from .scoring import log_likelihood, pseudo_log_likelihood
 from .senses import contextual_vectors, load_senses, nearest_centroid_accuracy
+from .stats import accuracy, confusion_matrix, f1
 from .tasks import TASKS, Example, Task, load_task
 from .tokenizer import Tokenizer, coverage, tokenizer_for, train_tokenizer
 from .trainer import History, KeepBest, train, validate, validation

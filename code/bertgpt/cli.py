@@ -47,7 +47,16 @@ from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
 from .compute import flops_per_token, peak_tflops
 from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides
 from .corpus import CORPORA, load_corpus
-from .device import default_device
+from .data import VAL_MASK_RATE
+from .device import (
+    barrier,
+    default_device,
+    finish_distributed,
+    init_distributed,
+    is_main,
+    resolve_precision,
+    world,
+)
 from .export import OPSET, OUTPUTS, export_onnx
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
@@ -65,12 +74,11 @@ from .hub import (
 )
 from .inputs import IGNORE, Batch
 from .model import build, count_parameters
+from .objectives import clm_loss, mlm_nsp_loss
 from .pretraining import (
     DEFAULT_TOKENIZER,
-    clm_loss,
     continuation_config,
     continue_pretraining,
-    mlm_nsp_loss,
     prepare,
     pretrain,
     resume,
@@ -79,15 +87,7 @@ from .pretraining import (
 from .probes import POOLS, probe
 from .tasks import TASKS, load_task
 from .tokenizer import KINDS
-from .trainer import (
-    barrier,
-    finish_distributed,
-    init_distributed,
-    is_main,
-    resolve_precision,
-    train,
-    world,
-)
+from .trainer import train
 
 
 def _checkpoint(args, family: str | None = None, from_scratch: bool = False, name=None) -> Checkpoint:
@@ -229,7 +229,7 @@ def cmd_bench(args) -> dict:
                 yield ids[:, :-1], ids[:, 1:]
             else:
                 ids = ids[:, :-1]
-                labels = torch.where(torch.rand(B, T, generator=g) < 0.15, ids, IGNORE)
+                labels = torch.where(torch.rand(B, T, generator=g) < VAL_MASK_RATE, ids, IGNORE)
                 yield Batch(input_ids=ids, segments=torch.zeros_like(ids), pad_mask=torch.ones_like(ids),
                             labels=labels, is_next=torch.randint(2, (B,), generator=g))
 

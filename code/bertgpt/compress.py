@@ -34,9 +34,9 @@ from torch.utils.checkpoint import checkpoint as _checkpoint
 from .checkpoint import Checkpoint
 from .config import FinetuneConfig
 from .device import default_device, device_of, eval_mode, to_device
-from .evaluate import accuracy
 from .finetune import Classifier, fine_tuning_run, predict
 from .inputs import Batch
+from .stats import accuracy
 from .tasks import Example, Task
 
 # --- Measuring --------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ import dataclasses
 import typing
 from dataclasses import dataclass
 
+from .device import PRECISIONS  # TrainConfig.precision; bertgpt.device resolves "auto"
+
 FAMILIES = ("gpt", "bert")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # TrainConfig.precision; bertgpt.trainer resolves "auto"
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class TrainConfig:
     eval_batches: int = 20     #: validation batches per evaluation
     seed: int = 0              #: model initialisation, dropout and the order of batches
     # How to run, not what to learn: neither is in a pretrained model's cache key (bertgpt.hub).
-    precision: str = "auto"    #: "fp32", "bf16", "fp16" or "auto" (bertgpt.trainer.resolve_precision)
+    precision: str = "auto"    #: "fp32", "bf16", "fp16" or "auto" (bertgpt.device.resolve_precision)
     compile: bool = False      #: torch.compile the forward pass (compiling costs time at the start)
 
     def __post_init__(self):
@@ -97,7 +98,8 @@ class PretrainConfig(TrainConfig):
     """A pretraining run: the loop's settings (:class:`TrainConfig`) and the recipe on top, BERT's
     data fields, the run's dropout and the updates whose weights are kept."""
 
-    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (validation keeps 15%)
+    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (validation: below)
+    val_mask_rate: float = 0.15  #: BERT — the rate validation and held-out figures mask, whatever mask_rate
     mask_split: tuple[float, ...] = (0.8, 0.1, 0.1)  #: BERT — chosen tokens to [MASK], random, kept
     nsp: bool = True           #: BERT — next-sentence loss; False — MLM alone, B always the real next
     short_fraction: float = 0.0  #: BERT — fraction of the updates trained on sequences of short_length
@@ -107,8 +109,9 @@ class PretrainConfig(TrainConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if not 0 < self.mask_rate < 1:
-            raise ValueError(f"mask_rate must lie strictly between 0 and 1, not {self.mask_rate}")
+        for name in ("mask_rate", "val_mask_rate"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(f"{name} must lie strictly between 0 and 1, not {getattr(self, name)}")
         object.__setattr__(self, "mask_split", tuple(float(s) for s in self.mask_split))  # JSON gives a list
         if len(self.mask_split) != 3 or min(self.mask_split) < 0 or abs(sum(self.mask_split) - 1) > 1e-6:
             raise ValueError(f"mask_split must be three shares ([MASK], random, unchanged) that sum to 1, "

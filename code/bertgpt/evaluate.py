@@ -1,4 +1,4 @@
-"""Measuring the models: perplexity, masked-token and cloze accuracy, and classification metrics.
+"""Measuring the models: perplexity, masked-token and cloze accuracy, words by kind, generated text.
 
 The cloze test is the course's experiment on what each objective buys. A token is hidden at a random
 position of a sentence; a GPT must predict it from the left context alone, a BERT sees both sides,
@@ -17,10 +17,10 @@ Across tokenizers, loss per token is no common unit: a character model predicts 
 where a BPE model predicts one. :func:`bits_per_character` divides a text's whole log-likelihood by
 its length in characters, so models with any vocabulary are scored on the same text in one unit.
 
-The classification metrics take lists or tensors of integer labels. The chapters judge every gap
-against its noise with the helpers of the last section: :func:`standard_error` of an accuracy,
-:func:`z_score` of a difference of two, :func:`sem` of a mean over runs or batches (and
-:func:`seed_band`, the mean ± half the range of a few seeds)::
+The classification metrics and the statistics that judge every gap against its noise
+(:func:`~bertgpt.stats.standard_error`, :func:`~bertgpt.stats.z_score`, :func:`~bertgpt.stats.sem`,
+:func:`~bertgpt.stats.seed_band`) live in :mod:`bertgpt.stats`; this module re-exports them, as the
+chapters import them from here::
 
     z_score(0.69, 0.52, n=300)   # two accuracies on 300 test items each, in standard errors (4.3)
 """
@@ -31,10 +31,22 @@ import math
 
 import torch
 
+from .data import VAL_MASK_RATE
 from .device import device_of, eval_mode
 from .inputs import pad
 from .model import require_family
 from .scoring import token_log_probs
+from .stats import (  # noqa: F401  the metrics and the noise of a measurement, re-exported
+    accuracy,
+    bands_apart,
+    best_threshold,
+    confusion_matrix,
+    f1,
+    seed_band,
+    sem,
+    standard_error,
+    z_score,
+)
 from .tokenizer import Tokenizer
 
 
@@ -93,7 +105,7 @@ def _predictions(model, tokenizer: Tokenizer, rows: list[list[int]], where: list
 
 
 @torch.no_grad()
-def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: float = 0.15,
+def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: float = VAL_MASK_RATE,
                           seed: int = 0, batch_size: int = 32) -> float:
     """How often a BERT's top prediction restores a masked token.
 
@@ -239,68 +251,6 @@ def shared_words(tokenizer_a: Tokenizer, tokenizer_b: Tokenizer, texts: list[str
     return items_a, items_b, words
 
 
-def _labels(y_true, y_pred) -> tuple[list[int], list[int]]:
-    t = [int(v) for v in torch.as_tensor(y_true).flatten().tolist()]
-    p = [int(v) for v in torch.as_tensor(y_pred).flatten().tolist()]
-    if len(t) != len(p):
-        raise ValueError(f"y_true has {len(t)} labels but y_pred has {len(p)}: they must pair up")
-    if not t:
-        raise ValueError("no labels: y_true and y_pred are empty")
-    return t, p
-
-
-def accuracy(y_true, y_pred) -> float:
-    """The fraction of predictions equal to the true label."""
-    t, p = _labels(y_true, y_pred)
-    return sum(a == b for a, b in zip(t, p)) / len(t)
-
-
-def f1(y_true, y_pred, positive: int = 1) -> float:
-    """F1 of class ``positive``: 2·precision·recall / (precision + recall); 0 when it has no hits."""
-    t, p = _labels(y_true, y_pred)
-    tp = sum(a == positive and b == positive for a, b in zip(t, p))
-    fp = sum(a != positive and b == positive for a, b in zip(t, p))
-    fn = sum(a == positive and b != positive for a, b in zip(t, p))
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-
-
-def best_threshold(scores: list[float], labels: list[int]) -> float:
-    """The cut (a midpoint between neighbouring scores) most accurate at "label 1 when score > cut"."""
-    ranked = sorted(scores)
-    cuts = [ranked[0] - 1] + [(a + b) / 2 for a, b in zip(ranked, ranked[1:])]
-    return max(cuts, key=lambda t: accuracy(labels, [int(s > t) for s in scores]))
-
-
-def seed_band(scores) -> tuple[float, float]:
-    """(mean, half the range) of one condition's scores over seeds: the band, mean ± half the range,
-    by which the chapters tell two conditions apart (:func:`bands_apart`)."""
-    scores = [float(s) for s in scores]
-    if not scores:
-        raise ValueError("seed_band needs at least one score")
-    return sum(scores) / len(scores), (max(scores) - min(scores)) / 2
-
-
-def bands_apart(a, b) -> bool:
-    """Whether two conditions' scores over seeds differ beyond the seeds: their bands, mean ± half the
-    range (:func:`seed_band`), do not overlap."""
-    (mean_a, half_a), (mean_b, half_b) = seed_band(a), seed_band(b)
-    return abs(mean_a - mean_b) > half_a + half_b
-
-
-def confusion_matrix(y_true, y_pred, n_classes: int | None = None) -> list[list[int]]:
-    """Counts ``m[i][j]`` of examples of true class i predicted as j (classes 0 .. n_classes-1)."""
-    t, p = _labels(y_true, y_pred)
-    n_classes = n_classes or max(max(t), max(p)) + 1
-    if min(min(t), min(p)) < 0 or max(max(t), max(p)) >= n_classes:
-        raise ValueError(f"labels must lie in 0 .. {n_classes - 1} for n_classes={n_classes}")
-    m = [[0] * n_classes for _ in range(n_classes)]
-    for a, b in zip(t, p):
-        m[a][b] += 1
-    return m
-
-
-
-@torch.no_grad()
 def loss_by_position(model, batches) -> torch.Tensor:
     """Mean next-token loss (nats) at each position of ``batches`` of (inputs, targets) windows, (T,):
     how much a left-to-right model gains from seeing more of the window."""
@@ -342,31 +292,3 @@ def doubled_words(text: str) -> float:
     of word salad, such as an MLM head guessing frequent tokens at every blank."""
     words = text.lower().split()
     return sum(a == b for a, b in zip(words, words[1:])) / max(len(words), 1)
-
-
-# --- The noise of a measurement ---------------------------------------------------------------------
-
-
-def standard_error(p: float, n: int) -> float:
-    """The binomial standard error of an accuracy ``p`` measured on ``n`` independent test items,
-    sqrt(p(1 - p) / n): about 3.5 points for an accuracy near 50% on 200 items."""
-    if n < 1:
-        raise ValueError(f"an accuracy needs n >= 1 test items, not {n}")
-    return (p * (1 - p) / n) ** 0.5
-
-
-def z_score(a: float, b: float, n: int) -> float:
-    """Accuracy ``a`` minus accuracy ``b``, each measured on ``n`` test items, in standard errors of
-    the difference (the two errors added in quadrature); 0 when both are exact (0 or 1)."""
-    error = (standard_error(a, n) ** 2 + standard_error(b, n) ** 2) ** 0.5
-    return (a - b) / error if error else 0.0
-
-
-def sem(xs) -> float:
-    """The standard error of the mean of ``xs`` (a list or a 1-D tensor, two values or more): the
-    sample standard deviation over the square root of their number."""
-    xs = [float(x) for x in xs]
-    if len(xs) < 2:
-        raise ValueError("a standard error of the mean needs two values or more")
-    m = sum(xs) / len(xs)
-    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) ** 0.5

@@ -29,9 +29,9 @@ from torch import nn
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
 from .device import default_device, device_of, eval_mode, to_device, training_threads
-from .evaluate import accuracy, best_threshold, f1
 from .inputs import IGNORE, Batch, collate, pack_examples, pad  # the packing lives on the bottom floor
 from .model import build, init_weights, pooler
+from .stats import accuracy, best_threshold, f1
 from .tasks import Example, Tagged, Task
 from .tokenizer import Tokenizer
 from .trainer import KeepBest, train

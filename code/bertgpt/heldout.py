@@ -22,20 +22,13 @@ import re
 
 import torch
 
+from .config import PretrainConfig
 from .corpus import Corpus, load_corpus
+from .data import VAL_MASK_RATE, bert_collate, document_sentences, gpt_eval_batches, nsp_pairs, token_stream
 from .evaluate import masked_token_accuracy
 from .generate import fill_mask
 from .inputs import split_sentences
-from .pretraining import (
-    VAL_MASK_RATE,
-    bert_collate,
-    clm_loss,
-    document_sentences,
-    gpt_eval_batches,
-    mlm_nsp_loss,
-    nsp_pairs,
-    token_stream,
-)
+from .objectives import clm_loss, mlm_nsp_loss
 from .trainer import validate
 
 #: Words of five letters or more that carry grammar rather than content, so never the cloze's answer.
@@ -94,14 +87,16 @@ def heldout_metrics(checkpoint, corpus: Corpus | None = None, n_pairs: int = 200
         batches = gpt_eval_batches(token_stream(tok, corpus.test), context, 32, 10**6)
         out = validate(model, clm_loss, batches)
         return dict(test_loss=round(out["loss"], 4), test_tokens=sum(x.numel() for x, _ in batches))
+    recipe = checkpoint.info.get("train")  # the rate its validation masked: the paper's 15%
+    rate = PretrainConfig(**recipe).val_mask_rate if recipe else VAL_MASK_RATE
     pairs = test_pairs(tok, corpus, context, n_pairs)
     g = torch.Generator().manual_seed(SEED)
-    batches = [bert_collate(pairs[i:i + 32], tok, VAL_MASK_RATE, g) for i in range(0, len(pairs), 32)]
+    batches = [bert_collate(pairs[i:i + 32], tok, rate, g) for i in range(0, len(pairs), 32)]
     own = validate(model, functools.partial(mlm_nsp_loss, nsp=model.config.nsp_head), batches)
     paragraphs = [p for d in corpus.test for p in d.paragraphs]
     has_head = model.config.nsp_head  # a BERT pretrained without NSP has no NSP figure
     nsp = dict(nsp_accuracy=round(own["nsp_accuracy"], 4), nsp_pairs=len(pairs)) if has_head else {}
     return dict(
-        mlm_accuracy=round(masked_token_accuracy(model, tok, paragraphs, rate=VAL_MASK_RATE, seed=SEED), 4),
+        mlm_accuracy=round(masked_token_accuracy(model, tok, paragraphs, rate=rate, seed=SEED), 4),
         mlm_accuracy_80_10_10=round(own["mlm_accuracy"], 4), mlm_loss_80_10_10=round(own["mlm_loss"], 4),
         **nsp, content_top5=round(content_cloze(model, tok, corpus), 4), test_paragraphs=len(paragraphs))

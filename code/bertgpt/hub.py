@@ -69,16 +69,16 @@ from .config import (
     train_config,
 )
 from .corpus import Corpus, load_corpus
+from .data import pretraining_data
 from .device import training_threads
 from .model import build
+from .objectives import pretraining_loss
 from .pretraining import (
     DEFAULT_TOKENIZER,
     continuation_config,
     continue_pretraining,
     prepare,
     pretrain,
-    pretraining_data,
-    pretraining_loss,
     resume,
     summary,
 )
@@ -93,7 +93,7 @@ RUN_ONLY = ("precision", "compile")
 DERIVED = ("nsp_head",)
 # Fields added after recipe 2: in the key only when a run changes them, so the entries cached before
 # they existed keep their keys.
-KEYED_IF_CHANGED = ("mask_split", "nsp", "positions")
+KEYED_IF_CHANGED = ("mask_split", "nsp", "positions", "val_mask_rate")
 # The order of the training fields in a key: recipe 2's, from when the loop's settings and the
 # pretraining recipe were one class, so that splitting it (PretrainConfig) kept every key.
 KEY_FIRST = ("steps", "batch_size", "accumulate", "lr", "warmup", "decay", "weight_decay", "grad_clip",

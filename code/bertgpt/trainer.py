@@ -13,11 +13,12 @@ The ``evaluate`` hook (minGPT's callbacks, reduced to the one the course needs) 
 record; it may set ``run.stop`` to end training early. :class:`KeepBest` wraps a hook to stop early
 and keep the best weights; ``run.state_dict()`` is what a resumed run needs besides the weights.
 
-The same loop runs bigger without a change to its callers: :func:`precision` picks the number format
-(``cfg.precision``), ``cfg.compile`` compiles the forward pass, and under ``torchrun`` (after
-:func:`init_distributed`) each process trains on its own share of the batches with
-DistributedDataParallel. The loss function must then *call* the model (``model(...)``), since
-that call is what DDP and the compiler wrap.
+The same loop runs bigger without a change to its callers: :func:`~bertgpt.device.precision` picks
+the number format (``cfg.precision``), ``cfg.compile`` compiles the forward pass, and under
+``torchrun`` (after :func:`~bertgpt.device.init_distributed`) each process trains on its own share
+of the batches with DistributedDataParallel. The loss function must then *call* the model
+(``model(...)``), since that call is what DDP and the compiler wrap. The runtime itself (devices,
+number formats, torchrun) lives in :mod:`bertgpt.device`; its names are re-exported here.
 """
 
 from __future__ import annotations
@@ -26,128 +27,30 @@ import contextlib
 import copy
 import itertools
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from .config import PRECISIONS, TrainConfig
-from .device import default_device, device_of, eval_mode, to_device  # noqa: F401 (re-exported)
+from .config import TrainConfig
+from .device import (  # noqa: F401  the runtime: re-exported, as chapters and scripts import it from here
+    _gather,
+    barrier,
+    cpu_has_bf16,
+    default_device,
+    device_of,
+    eval_mode,
+    finish_distributed,
+    grad_scaler,
+    init_distributed,
+    is_main,
+    precision,
+    resolve_precision,
+    to_device,
+    world,
+)
 from .progress import progress_bar
-
-# --- Precision: the one place that decides the number format of the forward pass ------------------
-
-# bf16 autocast on CPUs that multiply bf16 natively (AVX-512 BF16, AMX). Measured on one thread of a
-# Xeon with AVX-512 BF16, GPT mini (4 layers, d=128, context 128) through this loop: 3,230 tokens/s
-# in fp32 against 4,150 in bf16 at batch 16 (1.28x), 3,150 against 4,060 at batch 32 (1.29x),
-# medians of 4 alternating rounds; after 300 updates on the addresses the validation loss was 5.264
-# and 5.291 in fp32 (seeds 0, 1) and 5.262 and 5.296 in bf16, within the seeds' spread. So "auto" is
-# bf16 on such CPUs; precision="fp32" keeps fp32 everywhere.
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has native bf16 arithmetic (AVX-512 BF16 or AMX), the kind autocast can use."""
-    for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        if getattr(torch.cpu, check, lambda: False)():
-            return True
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_precision(device, choice: str = "auto") -> str:
-    """The number format a run on ``device`` uses: "fp32", "bf16" or "fp16".
-
-    "auto" is bf16 on CUDA GPUs with bf16 tensor cores (compute capability 8.0 and up: A100, H100,
-    L4), fp16 with a gradient scaler on older ones (T4, V100), bf16 on CPUs that multiply bf16
-    natively (:func:`cpu_has_bf16`), and fp32 elsewhere.
-    """
-    if choice not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {choice!r}")
-    device = torch.device(device)
-    if choice == "fp16" and device.type != "cuda":
-        raise ValueError(f"precision 'fp16' (with a gradient scaler) needs a CUDA device, not {device.type}: "
-                         "use bf16 or fp32")
-    if choice != "auto":
-        return choice
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.get_device_capability(device) >= (8, 0) else "fp16"
-    if device.type == "cpu" and cpu_has_bf16():
-        return "bf16"
-    return "fp32"
-
-
-def precision(device, choice: str = "auto"):
-    """The autocast context of a run on ``device`` (see :func:`resolve_precision`); fp32: none."""
-    name = resolve_precision(device, choice)
-    if name == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if name == "bf16" else torch.float16
-    return torch.autocast(torch.device(device).type, dtype=dtype)
-
-
-def grad_scaler(device, choice: str = "auto"):
-    """A gradient scaler, enabled for fp16 only (bf16 has fp32's range and needs none)."""
-    enabled = resolve_precision(device, choice) == "fp16"
-    if not hasattr(torch.amp, "GradScaler"):  # torch < 2.3 has only the CUDA one
-        return torch.cuda.amp.GradScaler(enabled=enabled)
-    return torch.amp.GradScaler(torch.device(device).type, enabled=enabled)
-
-
-# --- Several processes: DistributedDataParallel under torchrun ------------------------------------
-
-def world() -> tuple[int, int]:
-    """(rank, number of processes): (0, 1) unless a process group is initialised."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def is_main() -> bool:
-    """True in the one process that writes checkpoints, logs and progress bars (rank 0)."""
-    return world()[0] == 0
-
-
-def init_distributed(device: str | None = None) -> str | None:
-    """Join the process group that ``torchrun`` describes; return this process's device.
-
-    torchrun sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``; without
-    them this does nothing and returns None. On CUDA each process takes GPU ``LOCAL_RANK`` and the
-    group talks over NCCL; on the CPU (or with ``device="cpu"``) over gloo.
-    """
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return None
-    cuda = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
-    if cuda:
-        local = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local)
-        device = f"cuda:{local}"
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo")
-    return device or "cpu"
-
-
-def barrier() -> None:
-    """Wait for every process (nothing to wait for in a single one)."""
-    if world()[1] > 1:
-        dist.barrier()
-
-
-def finish_distributed() -> None:
-    """Leave the process group, if this process is in one."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def _gather(obj) -> list:
-    out = [None] * world()[1]
-    dist.all_gather_object(out, obj)
-    return out
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -301,8 +204,9 @@ def train(model, loss_fn, batches, cfg: TrainConfig, *, evaluate=None, eval_at: 
     """Train ``model`` in place, on its device, for ``cfg.steps`` updates; return the :class:`History`.
 
     AdamW (:func:`optimizer_for`), warm-up then cosine/linear decay, gradient clipping, gradient
-    accumulation, autocast in ``cfg.precision`` (:func:`precision`; fp16 with a gradient scaler),
-    ``torch.compile`` if ``cfg.compile``. One optimizer and one schedule serve the whole run.
+    accumulation, autocast in ``cfg.precision`` (:func:`~bertgpt.device.precision`; fp16 with a
+    gradient scaler), ``torch.compile`` if ``cfg.compile``. One optimizer and one schedule serve the
+    whole run.
     ``evaluate(run) -> metrics`` runs every ``cfg.eval_every`` updates, after each update ``eval_at``
     names, and at the end (see the module docstring). ``progress`` shows a bar with the time left (a
     string labels it). ``resume`` is a ``run.state_dict()`` saved by an earlier run of the same

@@ -22,11 +22,11 @@ import random
 
 import torch
 
+from .data import VAL_MASK_RATE, bert_collate
 from .device import device_of, eval_mode, to_device
-from .evaluate import accuracy, best_threshold
 from .inputs import collate, pack_examples, pad
-from .pretraining import VAL_MASK_RATE, bert_collate
 from .scoring import pseudo_log_likelihood, token_log_probs
+from .stats import accuracy, best_threshold
 from .tasks import Example, Task, swap_neighbours
 
 
