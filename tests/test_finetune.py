@@ -12,6 +12,7 @@ from bertgpt.evaluate import best_threshold
 from bertgpt.finetune import (
     Classifier,
     GainClassifier,
+    default_readout,
     finetune,
     load_classifier,
     patience_stop,
@@ -269,6 +270,10 @@ def test_the_gain_readout_is_refused_where_it_has_no_meaning(gpt_ck, bert_ck):
         GainClassifier(bert_ck.model, bert_ck.tokenizer, ("a", "b"))
     with pytest.raises(ValueError, match="two-class pair task"):
         GainClassifier(gpt_ck.model, gpt_ck.tokenizer, ("a", "b", "c"))
+    with pytest.raises(ValueError, match="GainClassifier"):
+        Classifier(gpt_ck.model, gpt_ck.tokenizer, ("a", "b"), readout="gain")
+    with pytest.raises(ValueError, match="readout must be one of"):
+        Classifier(gpt_ck.model, gpt_ck.tokenizer, ("a", "b"), readout="cls")
     with pytest.raises(ValueError, match="every example must have a text_b"):
         GainClassifier(gpt_ck.model, gpt_ck.tokenizer, ("a", "b")).pack([Example("alone", 0)])
 
@@ -280,3 +285,12 @@ def test_a_fine_tuned_gain_classifier_saves_and_loads(gpt_ck, tmp_path):
     save_classifier(tmp_path / "clf", clf)
     again = load_classifier(tmp_path / "clf")
     assert isinstance(again, GainClassifier) and predict(again, PAIRS) == predict(clf, PAIRS)
+
+
+def test_the_default_readout_is_the_gain_for_a_gpt_on_a_two_class_pair_task_only():
+    pairs = bertgpt.Task("pairs", ("not next", "next"), PAIRS, PAIRS, PAIRS)
+    three = bertgpt.Task("pairs", ("a", "b", "c"), PAIRS, PAIRS, PAIRS)
+    single = bertgpt.Task("single", ("a", "b"), [Example(t, i % 2) for i, t in enumerate(TEXTS)], [], [])
+    assert default_readout("gpt", pairs) == "gain"
+    assert default_readout("bert", pairs) == default_readout("gpt", three) == "summary"
+    assert default_readout("gpt", single) == "summary"

@@ -61,8 +61,10 @@ class Classifier(nn.Module):
         super().__init__()
         if model.family == "bert" and lm_coef:
             raise ValueError("BERT fine-tunes without an auxiliary language-model loss: use lm_coef=0")
-        if readout not in READOUTS:
-            raise ValueError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}")
+        if readout not in ("summary", "mean"):
+            hint = " (the gain readout is GainClassifier's; classifier_for picks the class)" \
+                if readout == "gain" else ""
+            raise ValueError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}{hint}")
         self.model, self.tokenizer = model, tokenizer
         self.labels = tuple(labels)
         self.lm_coef = float(lm_coef)
