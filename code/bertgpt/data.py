@@ -142,7 +142,7 @@ def bert_batches(docs, tok: Tokenizer, context: int, batch_size: int, rate: floa
     Dynamic masking (``dupe_factor=0``, RoBERTa's): every pass draws new pairs, a new order and new
     masks. Static masking (``dupe_factor`` N, BERT's): N passes are drawn once and then repeated,
     the same pairs with the same masks, in a new order of batches each round. ``split`` and
-    ``p_next`` go to :func:`~bertgpt.objectives.mask_tokens` and :func:`nsp_pairs`.
+    ``p_next`` go to :func:`mask_tokens` and :func:`nsp_pairs`.
     """
     def one_pass():
         pairs = nsp_pairs(docs, context - 3, generator, p_next)

@@ -55,7 +55,7 @@ def perplexity(model, tokenizer: Tokenizer, texts, stride: int | None = None) ->
 
     ``texts`` is a list of strings, each scored from a ``[SEP]`` (the document boundary) and pooled
     over all their tokens, or a 1-D tensor of token ids (a stream such as
-    ``pretraining.token_stream``), whose tokens after the first are scored in sliding windows.
+    ``data.token_stream``), whose tokens after the first are scored in sliding windows.
     """
     require_family(model, "gpt", "perplexity")
     if isinstance(texts, str):

@@ -268,7 +268,7 @@ def fit_token_bag_nsp(pairs, idf: torch.Tensor, rank: int = 32, epochs: int = 10
                       l2: float = 1e-5, batch_size: int = 512, seed: int = 0) -> TokenBagNSP:
     """A :class:`TokenBagNSP` fitted with Adam on ``pairs`` (A, B, is_next): the first 90% train it,
     and the weights of the epoch most accurate on the last 10% are kept (``pairs`` drawn document by
-    document, as :func:`~bertgpt.pretraining.nsp_pairs` draws them, hold out whole documents)."""
+    document, as :func:`~bertgpt.data.nsp_pairs` draws them, hold out whole documents)."""
     model = TokenBagNSP(idf, rank, seed)
     a, b, both = model.sets(pairs)
     y = torch.tensor([p[2] for p in pairs], dtype=torch.float32)

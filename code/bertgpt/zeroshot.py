@@ -109,7 +109,7 @@ def nsp_scores(model, tokenizer, examples: list[Example]) -> list[float]:
 def nsp_pair_scores(model, tokenizer, pairs, generator: torch.Generator | None = None,
                     batch_size: int = 32) -> torch.Tensor:
     """BERT's pretrained next-sentence head on token pairs ``(A, B, is_next)`` as validation reads
-    them: batches of ``batch_size`` from :func:`~bertgpt.pretraining.bert_collate`, masked at the
+    them: batches of ``batch_size`` from :func:`~bertgpt.data.bert_collate`, masked at the
     paper's 15% with ``generator``'s draws. Returns the log-odds that B follows A, (N,).
 
     With the model card's pairs (:func:`bertgpt.heldout.test_pairs`) and a generator seeded with
