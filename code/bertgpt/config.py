@@ -98,7 +98,7 @@ class PretrainConfig(TrainConfig):
     """A pretraining run: the loop's settings (:class:`TrainConfig`) and the recipe on top, BERT's
     data fields, the run's dropout and the updates whose weights are kept."""
 
-    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (validation: below)
+    mask_rate: float = 0.15    #: BERT — fraction of positions chosen for prediction (in training)
     val_mask_rate: float = 0.15  #: BERT — the rate validation and held-out figures mask, whatever mask_rate
     mask_split: tuple[float, ...] = (0.8, 0.1, 0.1)  #: BERT — chosen tokens to [MASK], random, kept
     nsp: bool = True           #: BERT — next-sentence loss; False — MLM alone, B always the real next

@@ -205,7 +205,7 @@ def mask_fates(ids: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor,
 
 # --- Both families -------------------------------------------------------------------------------
 
-#: The rate that validation and the held-out figures mask: the paper's 15%, whatever the training rate.
+#: The rate that validation and the held-out figures mask, the paper's 15%, whatever the training rate.
 VAL_MASK_RATE = PretrainConfig.val_mask_rate
 
 

@@ -38,9 +38,9 @@ from .trainer import KeepBest, train
 
 # --- The classifier ------------------------------------------------------------------------------------
 
-#: What the classifier reads: "summary", each paper's own (GPT-1: the state at ``[EXTRACT]``, BERT:
-#: the pooled ``[CLS]`` state); "mean", the last layer's states averaged over real tokens; or, for a
-#: GPT on a two-class pair task, "gain": its own language model's log p(B | A) - log p(B)
+#: What the classifier reads. "summary" is each paper's own (GPT-1 reads the state at ``[EXTRACT]``,
+#: BERT the pooled ``[CLS]`` state); "mean" averages the last layer's states over real tokens; "gain",
+#: for a GPT on a two-class pair task, is its own language model's log p(B | A) - log p(B)
 #: (:class:`GainClassifier`).
 READOUTS = ("summary", "mean", "gain")
 
