@@ -4,7 +4,10 @@ GPT-1 turns every task into one token sequence, ``[START] text [DELIM] text_b [E
 a linear classifier off the last block's state at the ``[EXTRACT]`` token; it keeps the language
 model's own loss as an auxiliary objective, L = L_task + λ·L_LM (λ = ``lm_coef``, 0.5 in the paper).
 BERT packs ``[CLS] text [SEP] text_b [SEP]`` with segment ids 0 and 1 and classifies the pooled
-``[CLS]`` state; it has no auxiliary loss. Both put dropout 0.1 in front of the classifier::
+``[CLS]`` state; it has no auxiliary loss. Both put dropout 0.1 in front of the classifier. On a
+two-class pair task a GPT decides by default through its own language model instead
+(:class:`GainClassifier`): GPT-1's new head stayed at chance there, where the model's likelihood
+already knew the answer (the measurement is in :class:`~bertgpt.config.FinetuneConfig`)::
 
     clf, result = finetune(pretrained("gpt-mini"), load_task("era").subsample(300))
     result["test_accuracy"], result["majority_baseline"]
