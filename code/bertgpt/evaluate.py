@@ -251,6 +251,7 @@ def shared_words(tokenizer_a: Tokenizer, tokenizer_b: Tokenizer, texts: list[str
     return items_a, items_b, words
 
 
+@torch.no_grad()
 def loss_by_position(model, batches) -> torch.Tensor:
     """Mean next-token loss (nats) at each position of ``batches`` of (inputs, targets) windows, (T,):
     how much a left-to-right model gains from seeing more of the window."""

@@ -74,10 +74,6 @@ def confusion_matrix(y_true, y_pred, n_classes: int | None = None) -> list[list[
     return m
 
 
-
-@torch.no_grad()
-
-
 # --- The noise of a measurement ---------------------------------------------------------------------
 
 

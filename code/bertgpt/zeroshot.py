@@ -94,6 +94,7 @@ def nsp_log_odds(model, batch) -> torch.Tensor:
     return out.nsp_logits[:, 1] - out.nsp_logits[:, 0]
 
 
+@torch.no_grad()
 def nsp_scores(model, tokenizer, examples: list[Example]) -> list[float]:
     """BERT's pretrained next-sentence head: log-odds that B follows A, for each pair example."""
     rows = pack_examples(tokenizer, "bert", model.config.context, examples)
