@@ -48,6 +48,12 @@ from .trainer import KeepBest, train
 READOUTS = ("summary", "mean", "gain")
 
 
+def last_token_states(hidden: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:
+    """(B, d): each row's state at its last real token (``pad_mask`` (B, T) is 1 there and 0 on the
+    padding after it), GPT-1's ``[EXTRACT]``."""
+    return hidden[torch.arange(hidden.size(0), device=hidden.device), pad_mask.sum(1) - 1]
+
+
 class Classifier(nn.Module):
     """A pretrained GPT or BERT with a linear classifier on its sequence summary, or on every token.
 
@@ -105,8 +111,7 @@ class Classifier(nn.Module):
             keep = batch["pad_mask"].unsqueeze(-1).to(out.hidden.dtype)
             summary = (out.hidden * keep).sum(1) / keep.sum(1)  # (B, d)
         elif self.family == "gpt":  # the state at [EXTRACT], each row's last real token
-            extract = batch["pad_mask"].sum(1) - 1
-            summary = out.hidden[torch.arange(out.hidden.size(0), device=extract.device), extract]  # (B, d)
+            summary = last_token_states(out.hidden, batch["pad_mask"])  # (B, d)
         else:
             summary = out.pooled if self.pooler is None else self.pooler(out.hidden[:, 0])
         return self.head(self.drop(out.hidden if self.per_token else summary)), out

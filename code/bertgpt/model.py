@@ -69,6 +69,13 @@ def rotate(t: torch.Tensor, start: int = 0) -> torch.Tensor:
     return torch.stack((x * cos - y * sin, x * sin + y * cos), dim=-1).flatten(-2)
 
 
+def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
+    """(T, S) booleans, True where a query may read a key: query i, at absolute position S - T + i
+    (the last T of S positions), reads the keys at or before it. S defaults to T."""
+    S = T if S is None else S
+    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention; with ``config.causal`` each query reads only keys at or before it."""
 
@@ -96,7 +103,7 @@ class Attention(nn.Module):
         S = k.size(2)
         fused_causal = self.causal and mask is None and S == T and not need_weights
         if self.causal and not fused_causal:  # query i (absolute position S - T + i) reads keys <= it
-            triangle = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+            triangle = causal_mask(T, S, x.device)
             mask = triangle if mask is None else mask & triangle
         weights = None
         if need_weights:  # the same computation written out, to keep the (B, nh, T, S) weights for plots

@@ -130,7 +130,7 @@ def train_tokenizer(texts, kind: str = "bpe", vocab_size: int = 4096, progress: 
     return Tokenizer(hf)
 
 
-def _merge_pair(pieces: list[str], pair: tuple[str, str], new: str) -> list[str]:
+def merge_pair(pieces: list[str], pair: tuple[str, str], new: str) -> list[str]:
     """``pieces`` with every occurrence of ``pair``, left to right, replaced by the piece ``new``."""
     merged, j = [], 0
     while j < len(pieces):
@@ -184,7 +184,7 @@ def learn_merges(words: dict[str, int], vocab_size: int, prefix: str = "", suffi
         changed = set()
         for i in sorted(where.pop(pair)):
             ps, n = segmented[i]
-            merged = _merge_pair(ps, pair, new)
+            merged = merge_pair(ps, pair, new)
             for old in zip(ps, ps[1:]):
                 counts[old] -= n
                 changed.add(old)
