@@ -240,6 +240,7 @@ TRY_PAGE = "book/try.html"
 TRY_SENTENCES = ["We must protect the ___ of our children.", "Congress should pass this ___ without delay.",
                  "[MASK] people of this nation deserve better."]
 LOCAL = ("127.0.0.1", "localhost")
+FIRST_EXAMPLE = "The ___ has been ratified by the Senate."  # book/_ext/try_models.py's
 
 
 def python_top5(text: str) -> dict[str, list[int]]:
@@ -299,6 +300,16 @@ def test_try_page_runs_both_models_with_the_network_blocked(server: str, browser
     page.goto(f"{server}/{TRY_PAGE}", wait_until="load")
     page.wait_for_selector(".bertgpt-try[data-ready='true']")
     box = "[data-panel='fill-mask'] input"
+    # the page's first example, then the same sentence with only the words after its blank changed:
+    # bert-mini's list moves, gpt-mini's (which reads the words before the blank) does not
+    first, changed = FIRST_EXAMPLE, FIRST_EXAMPLE.replace("ratified by the Senate", "passed by the House")
+    assert page.input_value(box) == first
+    shown = {}
+    for text in (first, changed):
+        page.fill(box, text)
+        shown[text] = {name: _shown(page, name, text) for name in ("bert-mini", "gpt-mini")}
+    assert shown[first]["bert-mini"] != shown[changed]["bert-mini"]
+    assert shown[first]["gpt-mini"] == shown[changed]["gpt-mini"]
     for text in TRY_SENTENCES:
         page.fill(box, text)
         expected = python_top5(text)
@@ -335,7 +346,7 @@ def test_try_page_without_javascript_shows_the_packages_example(server: str, bro
     static = page.locator(".bertgpt-try .bertgpt-static")
     assert static.is_visible()
     text = static.inner_text()
-    example = "The state of the ___ is strong."
+    example = FIRST_EXAMPLE
     assert example in text
     import bertgpt
     from bertgpt.generate import fill_mask

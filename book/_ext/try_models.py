@@ -116,6 +116,11 @@ def _mb(n: int) -> str:
 
 
 @functools.cache
+#: the fill-the-blank panel's first sentence: the words after its blank decide it ("ratified by the
+#: Senate"), which bert-mini reads and gpt-mini cannot; the page suggests changing them
+FIRST_EXAMPLE = "The ___ has been ratified by the Senate."
+
+
 def _examples() -> dict:
     """What the widget shows before it has run, and what a page without JavaScript keeps: the package's
     answers to the widget's first sentences."""
@@ -125,7 +130,7 @@ def _examples() -> dict:
     from bertgpt.generate import Sampling, fill_mask, generate
 
     bert, gpt = bertgpt.pretrained("bert-mini", device="cpu"), bertgpt.pretrained("gpt-mini", device="cpu")
-    text = "The state of the ___ is strong."
+    text = FIRST_EXAMPLE
     before = text.split("___")[0]
     masks = fill_mask(bert.model, bert.tokenizer, text.replace("___", "[MASK]"), 5)[0]
     with torch.no_grad():

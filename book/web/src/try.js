@@ -137,7 +137,7 @@ function candidates(list, answer, text) {
 
 function fillMaskPanel(example) {
   const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": "A sentence with one blank",
-    value: example?.text ?? "The state of the ___ is strong." });
+    value: example?.text ?? "The ___ has been ratified by the Senate." });
   const lists = {};
   const column = (name, title) => {
     lists[name] = el("ol", { class: "bertgpt-top5", "data-model": name });
@@ -304,9 +304,9 @@ function attentionPanel(example) {
     value: example?.text ?? "The state of the Union is strong." });
   const layer = el("select", { "aria-label": "layer", "data-control": "layer" });
   const head = el("select", { "aria-label": "head", "data-control": "head" });
-  for (let i = 0; i < (example?.n_layer ?? 4); i++) layer.append(el("option", { value: String(i) }, `layer ${i + 1}`));
+  for (let i = 0; i < (example?.n_layer ?? 4); i++) layer.append(el("option", { value: String(i) }, `layer ${i}`));
   head.append(el("option", { value: "mean" }, "mean of the heads"));
-  for (let i = 0; i < (example?.n_head ?? 4); i++) head.append(el("option", { value: String(i) }, `head ${i + 1}`));
+  for (let i = 0; i < (example?.n_head ?? 4); i++) head.append(el("option", { value: String(i) }, `head ${i}`));
   const maps = {};
   const caption = el("p", { class: "bertgpt-status", role: "status" },
     "Type a sentence, then point at a square: row = the position reading, column = the position read.");
@@ -358,8 +358,8 @@ function attentionPanel(example) {
     el("div", { class: "bertgpt-controls" }, layer, head,
       el("button", { type: "button", class: "bertgpt-button", onclick: update }, "Draw the maps")),
     el("div", { class: "bertgpt-columns" },
-      figure(CAUSAL, "bert-mini-ltr: causal (left to right)"),
-      figure(BIDIRECTIONAL, "bert-mini-mlm: bidirectional")),
+      figure(CAUSAL, "reads its left only (bert-mini-ltr)"),
+      figure(BIDIRECTIONAL, "reads both sides (bert-mini-mlm)")),
     caption);
   return panel;
 }
