@@ -17,7 +17,8 @@ rewrites the Markdown into what the book shows:
   plain kernel, see ``bertgpt.widgets.glue``), and a widget's caption, kept in its cell's metadata
   for the book, becomes a Markdown cell after it;
 - an exercise becomes a heading, its solution a folded ``<details>`` block; a solution that runs code
-  (``solution-start`` to ``solution-end``) folds its prose and leaves its code cells to run;
+  (``solution-start`` to ``solution-end``) folds its prose, and its code cells run folded, as Colab
+  folds a cell titled ``# @title`` with ``cellView: form`` (its code shows when opened);
 - admonitions become quoted blocks.
 
 A role or directive the script does not know stops it with the chapter's name rather than reach a
@@ -507,8 +508,11 @@ class Chapter:
         for index, cell in enumerate(self.nb.cells):
             self.cell = index
             if cell.cell_type == "code":
-                source = self.citations_in_code(cell.source)
-                cells.append(nbformat.v4.new_code_cell(source, id=cell.id, metadata=cell.metadata))
+                source, metadata = self.citations_in_code(cell.source), cell.metadata
+                if self.solution:  # a worked solution's code: folded as in the book, Colab's way
+                    source = f"# @title Solution to {self.exercise_name(self.solution)}\n{source}"
+                    metadata = {**metadata, "cellView": "form"}
+                cells.append(nbformat.v4.new_code_cell(source, id=cell.id, metadata=metadata))
                 figure = cell.metadata.get("mystnb", {}).get("figure", {})
                 if figure.get("name"):  # a widget's caption, which the book reads from the metadata
                     caption = self.roles(figure.get("caption", ""))
