@@ -115,12 +115,12 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-@functools.cache
 #: the fill-the-blank panel's first sentence: the words after its blank decide it ("ratified by the
 #: Senate"), which bert-mini reads and gpt-mini cannot; the page suggests changing them
 FIRST_EXAMPLE = "The ___ has been ratified by the Senate."
 
 
+@functools.cache
 def _examples() -> dict:
     """What the widget shows before it has run, and what a page without JavaScript keeps: the package's
     answers to the widget's first sentences."""
