@@ -86,3 +86,38 @@ def test_no_paragraph_holds_more_than_eight_glued_numbers_outside_a_table():
                 continue
             glued = len(re.findall(r"\{glue(?::text)?\}", paragraph))
             assert glued <= 8, f"{chapter.name}: {glued} glued numbers in «{paragraph[:60]}…»; use a table"
+
+
+def _targets():
+    """scripts/course_targets.py, which prints the chapters against the course's targets."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_targets", ROOT / "scripts" / "course_targets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_chapter_opens_with_its_question_and_closes_on_at_most_five_takeaways():
+    for chapter in CHAPTERS:
+        cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
+        opening = "".join(cells[0]["source"])
+        assert "**The question:**" in opening and "**You will be able to:**" in opening, chapter.name
+        learn = opening.split("**You will be able to:**", 1)[1].split("\n\n", 2)[1]
+        items = learn.count("\n- ") + learn.startswith("- ")
+        assert 3 <= items <= 5, f"{chapter.name}: {items} things to learn, not 3 to 5"
+        text = markdown(chapter)
+        assert "## What to remember\n" in text, f"{chapter.name}: no takeaways"
+        takeaways = text.split("## What to remember\n", 1)[1].split("\n## ", 1)[0]
+        bullets = re.findall(r"^- ", takeaways, flags=re.M)
+        assert 1 <= len(bullets) <= 5, f"{chapter.name}: {len(bullets)} takeaways, at most five"
+
+
+def test_statistics_stay_folded_under_the_claims():
+    """'Standard error' at most twice in a chapter's main text; the rest sits in folded boxes."""
+    targets = _targets()
+    for chapter in CHAPTERS:
+        report = targets.chapter_report(chapter)
+        assert report["standard_errors"] <= targets.MAX_SE, (
+            f"{chapter.name}: 'standard error' {report['standard_errors']} times in the main text; fold "
+            "the statistics into a 'How sure are we?' dropdown under the claim")
