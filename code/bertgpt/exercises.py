@@ -8,9 +8,9 @@
 Each check calls the learner's function on random inputs and compares what it returns with the
 package's own computation. Where the two differ, it tells apart the mistakes people make (a mask
 shifted by one, a softmax over the wrong axis, the 80/10/10 rule applied to every token) and names
-the one it found; otherwise it says where the two first differ. It prints its verdict and returns
-whether the function passed: a wrong answer is the learner's to fix, never an exception from inside
-the package. :func:`verdict` gives the message alone (None when the function passes), for tests.
+the one it found; otherwise it says where the two first differ. It prints its verdict: a wrong
+answer is the learner's to fix, never an exception from inside the package. :func:`verdict` gives
+the message alone (None when the function passes), for tests.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import textwrap
 from collections import Counter
 from collections.abc import Callable
 
@@ -92,12 +93,13 @@ def verdict(label: str, fn: Callable) -> str | None:
         return f"your function raised {type(error).__name__}: {error}"
 
 
-def check(label: str, fn: Callable) -> bool:
-    """Judge the learner's ``fn`` for exercise ``label``: print ✓ or what to fix, and return whether it
-    passed."""
+def check(label: str, fn: Callable) -> None:
+    """Judge the learner's ``fn`` for exercise ``label``: print ✓, or ✗ and what to fix, wrapped to the
+    width of a notebook's output. (It returns nothing, so that a cell ending with it shows only the
+    verdict; :func:`verdict` gives the message to code.)"""
     problem = verdict(label, fn)
-    print(f"✓ {label}: your {EXERCISES[label][0]}" if problem is None else f"✗ {label}: {problem}")
-    return problem is None
+    text = f"✓ {label}: your {EXERCISES[label][0]}" if problem is None else f"✗ {label}: {problem}"
+    print(textwrap.fill(text, width=79, subsequent_indent="  "))
 
 
 # Tokenization -------------------------------------------------------------------------------------------
