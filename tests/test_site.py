@@ -240,7 +240,18 @@ TRY_PAGE = "book/try.html"
 TRY_SENTENCES = ["We must protect the ___ of our children.", "Congress should pass this ___ without delay.",
                  "[MASK] people of this nation deserve better."]
 LOCAL = ("127.0.0.1", "localhost")
-FIRST_EXAMPLE = "The ___ has been ratified by the Senate."  # book/_ext/try_models.py's
+
+def _try_models():
+    """book/_ext/try_models.py, the extension that draws the page, loaded as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("try_models", ROOT / "book" / "_ext" / "try_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FIRST_EXAMPLE = _try_models().FIRST_EXAMPLE  # the sentence the page opens on
 
 
 def python_top5(text: str) -> dict[str, list[int]]:

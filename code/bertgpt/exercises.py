@@ -29,7 +29,7 @@ from .config import model_config
 from .finetune import last_token_states
 from .inputs import IGNORE
 from .model import Block, build, causal_mask, pooler
-from .tokenizer import merge_pair
+from .tokenizer import SPECIAL_TOKENS, merge_pair
 
 EXERCISES: dict[str, tuple[str, Callable]] = {}  #: exercise label -> (what a pass says, its judge)
 
@@ -427,17 +427,17 @@ def _judge_train_loop(fn):
 
 @dataclasses.dataclass(frozen=True)
 class MaskSetting:
-    """The token ids a learner's ``mask_tokens`` needs (as bert-mini's tokenizer numbers them)."""
-    mask_id: int = 4
-    n_special: int = 8  #: ids below this are special ([PAD], [CLS], [SEP], [MASK], ...), never chosen
+    """The token ids a learner's ``mask_tokens`` needs, numbered as the course's tokenizers number them."""
+    mask_id: int = SPECIAL_TOKENS.index("[MASK]")
+    n_special: int = len(SPECIAL_TOKENS)  #: ids below this are special ([PAD], [CLS], ...), never chosen
     vocab_size: int = 4096
 
 
 def _masking_batch(setting: MaskSetting):
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(setting.n_special, setting.vocab_size, (200, 128), generator=g)
-    ids[:, 0], ids[:, 63] = 2, 3  # [CLS] and a [SEP]
-    ids[::3, 100:] = 0  # padding at the end of every third row
+    ids[:, 0], ids[:, 63] = SPECIAL_TOKENS.index("[CLS]"), SPECIAL_TOKENS.index("[SEP]")
+    ids[::3, 100:] = SPECIAL_TOKENS.index("[PAD]")  # padding at the end of every third row
     return ids
 
 
