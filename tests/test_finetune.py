@@ -122,6 +122,16 @@ def test_from_scratch_is_seeded_and_differs_from_pretrained(gpt_ck, party):
     assert not torch.equal(a.state_dict()[name], c.state_dict()[name])
 
 
+def test_a_label_curve_draws_each_seeds_own_labels_and_matches_single_runs(gpt_ck, party):
+    curve = bertgpt.label_curve(gpt_ck, party, sizes=(8, 12), seeds=(0, 1), from_scratch=True)
+    assert list(curve) == [8, 12] and all(len(accs) == 2 for accs in curve.values())
+    # the second seed's point is the run finetune gives on that seed's own draw of 12 examples
+    cfg = FinetuneConfig(epochs=8, patience=3, lm_coef=0.0, seed=1, lr=1e-3)
+    _, one = finetune(gpt_ck, party.subsample(12, seed=1), cfg, from_scratch=True, progress=False)
+    assert curve[12][1] == one["test_accuracy"]
+    assert party.subsample(12, seed=1).train != party.subsample(12, seed=0).train
+
+
 def test_finetuning_trains_on_the_threads_training_gets_and_gives_the_caller_its_own_back(
         gpt_ck, party, monkeypatch):
     seen = []

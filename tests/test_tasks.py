@@ -2,7 +2,7 @@ import pytest
 
 import bertgpt
 from bertgpt.inputs import split_sentences
-from bertgpt.tasks import TASKS, Example, Task, load_task
+from bertgpt.tasks import TASKS, Example, Tagged, Task, load_task
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -63,6 +63,21 @@ def test_majority_baseline_and_subsample():
     small = task.subsample(3, seed=1)
     assert sorted(e.label for e in small.train) == [0, 1, 2] or len(small.train) == 3
     assert small.test == task.test and small.subsample(3, seed=1) == small.subsample(3, seed=1)
+
+
+def test_trimmed_cuts_every_text_and_the_held_out_splits():
+    ex = [Example("one two three four", 0, text_b="five six seven"), Example("eight", 1)]
+    task = Task("toy", ("x", "y"), train=ex, val=ex * 3, test=ex * 4)
+    short = task.trimmed(2, val=3, test=5)
+    assert [e.text for e in short.train] == ["one two", "eight"]
+    assert [e.text_b for e in short.train] == ["five six", None]
+    assert [e.label for e in short.train] == [0, 1]
+    assert (len(short.val), len(short.test)) == (3, 5) and task.trimmed(9).test == task.test
+    with pytest.raises(ValueError, match="words >= 1"):
+        task.trimmed(0)
+    tagged = Task("tags", ("o", "b"), train=[Tagged(("a", "b"), (0, 1))], val=[], test=[])
+    with pytest.raises(ValueError, match="labels each word"):
+        tagged.trimmed(1)
 
 
 def test_csv_tasks(tmp_path):

@@ -420,6 +420,28 @@ def patience_stop(history: list[dict], patience: int, key: str = "val_accuracy")
     return history[-1]["epoch"], best
 
 
+def label_curve(checkpoint: Checkpoint, task: Task, sizes, seeds=(0, 1, 2), *,
+                from_scratch: bool = False) -> dict[int, list[float]]:
+    """Test accuracy against the number of labelled examples: ``{size: [accuracy per seed]}``.
+
+    Each seed draws its own stratified subsample of ``size`` training examples and fine-tunes with
+    that seed, so the spread counts the draw of the labels as well as the run (with every label the
+    draw is the whole split). One recipe for every model, so that only the start differs: no
+    auxiliary loss (λ = 0), 8 epochs on 300 examples or fewer (a small set makes few updates per
+    epoch) and 3 above, early stopping after 3 epochs without a better validation accuracy, and
+    the family's learning rate, or 1e-3 ``from_scratch`` (random weights need the larger steps)."""
+    curve = {}
+    for n in sizes:
+        curve[n] = []
+        for seed in seeds:
+            cfg = FinetuneConfig(epochs=8 if n <= 300 else 3, patience=3, lm_coef=0.0, seed=seed,
+                                 lr=1e-3 if from_scratch else None)
+            _, result = finetune(checkpoint, task.subsample(n, seed=seed), cfg, from_scratch=from_scratch,
+                                 progress=False)
+            curve[n].append(result[f"test_{score_name(task)}"])
+    return curve
+
+
 def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, from_scratch: bool, device,
                    progress: bool):
     """One fine-tuning run of :func:`finetune`, with one seed; the result has no test figures yet."""

@@ -140,6 +140,19 @@ class Task:
         rng.shuffle(chosen)
         return replace(self, train=chosen)
 
+    def trimmed(self, words: int, val: int | None = None, test: int | None = None) -> Task:
+        """A copy for quicker runs: every text cut to its first ``words`` words, and the validation and
+        test splits to their first ``val`` and ``test`` examples (None: all)."""
+        if self.token_level:
+            raise ValueError(f"task {self.name!r} labels each word: cutting its texts would cut its tags")
+        if words < 1:
+            raise ValueError(f"trimmed needs words >= 1, not {words}")
+
+        def cut(examples):
+            return [replace(e, text=" ".join(e.text.split()[:words]),
+                            text_b=e.text_b and " ".join(e.text_b.split()[:words])) for e in examples]
+        return replace(self, train=cut(self.train), val=cut(self.val[:val]), test=cut(self.test[:test]))
+
     def __repr__(self):
         sizes = ", ".join(f"{s}={len(self.split(s))}" for s in SPLITS)
         return f"Task({self.name!r}, labels={self.labels}, {sizes})"
@@ -167,7 +180,7 @@ def _paragraphs(doc: Document) -> list[str]:
     return [p for p in doc.paragraphs if len(p.split()) >= MIN_WORDS]
 
 
-# --- The four tasks: each a function (documents of one split, rng) -> examples -----------------------
+# --- The built-in tasks (TASKS): each a function (documents of one split, rng) -> examples -----------
 
 PARTIES = ("Democratic", "Republican")
 
