@@ -45,6 +45,8 @@ from myst_nb.core.variables import format_plain_text  # how {glue:text} prints a
 from pybtex.backends.plaintext import Backend
 from pybtex.database import parse_file
 
+from bertgpt.registry import WIDGET_MODES
+
 ROOT = Path(__file__).resolve().parent.parent
 EDITION = ROOT / "colab"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
@@ -167,10 +169,10 @@ class Label:
     title: str = ""  # an exercise's own title
 
 
-# what each part of the {try-models} widget runs (book/_ext/try_models.py), for its plain form
-TRY_MODES = {"fill-mask": "bert-mini filling a blank beside gpt-mini's next word",
-             "next-words": "gpt-mini writing on from your text",
-             "attention": "the attention maps of bert-mini-ltr and bert-mini-mlm",
+# what each part of the {try-models} widget runs (bertgpt.registry.WIDGET_MODES), for its plain form
+TRY_MODES = {"fill-mask": "{} filling a blank beside {}'s next word".format(*WIDGET_MODES["fill-mask"]),
+             "next-words": "{} writing on from your text".format(*WIDGET_MODES["next-words"]),
+             "attention": "the attention maps of {} and {}".format(*WIDGET_MODES["attention"]),
              "all": "the course models"}
 
 

@@ -35,30 +35,11 @@ from bertgpt.compute import pretraining_compute
 from bertgpt.config import PretrainConfig
 from bertgpt.corpus import load_corpus
 from bertgpt.heldout import heldout_metrics
+from bertgpt.registry import DEPARTURES, SUMMARY
 from bertgpt.trainer import resolve_precision
 
 # Training fields that say when to look at a run or how to execute it, not what it learns.
 NO_WEIGHT = ("snapshots", "eval_every", "eval_batches", "precision", "compile")
-SUMMARY = {"gpt-mini": "GPT-1's objective and architecture at 1.3M parameters, pretrained on the addresses",
-           "bert-mini": "BERT's objectives (MLM + NSP) at 1.4M parameters, pretrained on the addresses",
-           "bert-mini-mlm": "Table 5's 'No NSP' in miniature: bert-mini's recipe with the masked LM alone",
-           "bert-mini-ltr": "Table 5's 'LTR & No NSP' in miniature: bert-mini's recipe, shape and WordPiece "
-                            "tokens, trained left to right"}
-DEPARTURES = {
-    "gpt-mini": "sizes (4 layers, d_model 128, context 128, a 4,096-token BPE), pre-LN blocks, no dropout "
-                "while pretraining, bf16 autocast; otherwise GPT-1's (learned positions, tied output).",
-    "bert-mini": "rotary positions instead of a learned table (with the table, the same budget stays on "
-                 "the plateau of not reading its neighbours: bench/README.md); 40% of positions "
-                 "chosen for prediction in training, not 15% (scored at 15%); every update at length "
-                 "128; the sizes and pre-LN blocks of gpt-mini; no dropout while pretraining.",
-}
-DEPARTURES["bert-mini-mlm"] = ("those of bert-mini (its recipe, without the next-sentence loss): "
-                               + DEPARTURES["bert-mini"])
-DEPARTURES["bert-mini-ltr"] = ("those of bert-mini (its recipe, with causal attention, GPT's loss on every "
-                               "token and no segment embeddings), whose own departures are: "
-                               + DEPARTURES["bert-mini"])
-
-
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import tomllib
 
+from bertgpt.registry import WIDGET_MODES
+
 ROOT = Path(__file__).resolve().parents[1]
 LONGEST = 60  # lines of a function, its docstring included
 
@@ -44,3 +46,12 @@ def test_contributing_draws_the_floors_that_pyproject_enforces():
     floors = [re.split(r"\s{2,}", line)[0] for line in drawing.splitlines() if line[:1].strip()]
     drawn = [{m.strip() for m in floor.split("|")} for floor in floors]  # the modules, not what follows
     assert drawn == enforced, "CONTRIBUTING.md's floors differ from pyproject.toml's [tool.importlinter]"
+
+
+def test_the_widgets_javascript_runs_the_models_the_registry_names():
+    script = (ROOT / "book" / "web" / "src" / "try.js").read_text(encoding="utf-8")
+    named = dict(re.findall(r'^const (CAUSAL|BIDIRECTIONAL) = "([\w-]+)";', script, re.M))
+    assert (named.get("CAUSAL"), named.get("BIDIRECTIONAL")) == WIDGET_MODES["attention"], \
+        "try.js's attention panel and bertgpt.registry.WIDGET_MODES name different models"
+    for models in WIDGET_MODES.values():
+        assert all(f'"{name}"' in script for name in models)

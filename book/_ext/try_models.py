@@ -30,17 +30,15 @@ from docutils.parsers.rst import directives
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 
+from bertgpt.registry import WIDGET_MODES, WIDGET_TOKENIZER
+
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "book" / "web"
 RUNTIME = WEB / "node_modules" / "onnxruntime-web" / "dist"
 RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 WIDGET_FILES = ("try.js", "tokenizer.js", "try.css")
-TOKENIZER = {"gpt-mini": "gpt-mini", "bert-mini": "bert-mini", "bert-mini-ltr": "bert-mini",
-             "bert-mini-mlm": "bert-mini"}  # the variants ship bert-mini's tokenizer, byte for byte
-# What each part of the widget runs. Attention sets bert-mini-ltr beside bert-mini-mlm: BERT's Table 5
-# pair "LTR & No NSP" against "No NSP", the same recipe but for the attention mask.
-MODES = {"fill-mask": ("bert-mini", "gpt-mini"), "next-words": ("gpt-mini",),
-         "attention": ("bert-mini-ltr", "bert-mini-mlm")}
+TOKENIZER = WIDGET_TOKENIZER  # which shipped tokenizer each model reads
+MODES = dict(WIDGET_MODES)  # what each part of the widget runs
 MODES["all"] = tuple(dict.fromkeys(m for models in MODES.values() for m in models))
 STATIC = "try"  # under _static/
 

@@ -60,7 +60,6 @@ from filelock import FileLock
 
 from .checkpoint import Checkpoint, CheckpointError, load, save
 from .config import (
-    FAMILIES,
     ModelConfig,
     PretrainConfig,
     model_config,
@@ -82,6 +81,7 @@ from .pretraining import (
     resume,
     summary,
 )
+from .registry import COURSE, LSTM, NAMES, TABLE5  # noqa: F401  re-exported: the hub serves these names
 from .tokenizer import TRAINER as TOKENIZER_TRAINER
 from .tokenizer import cache_dir, tokenizer_path
 from .trainer import validate
@@ -99,38 +99,6 @@ KEYED_IF_CHANGED = ("mask_split", "nsp", "positions", "val_mask_rate")
 KEY_FIRST = ("steps", "batch_size", "accumulate", "lr", "warmup", "decay", "weight_decay", "grad_clip",
              "eval_every", "eval_batches", "mask_rate", "mask_split", "nsp", "short_fraction",
              "short_length", "dropout", "seed", "snapshots")
-NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini",
-         "bert-mini-mlm", "bert-mini-ltr")
-# GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
-# (1.33M, tied embeddings included), trained on the same batches. Its 1,300 updates were sized when
-# gpt-mini's recipe had 850 (on one CPU thread the LSTM trains 1.52 times as many tokens per second,
-# bench/lstm_speed.py); the course's gpt-mini trains 12,000, so chapter 3 sets the LSTM beside the
-# last snapshot of gpt-mini that has seen fewer tokens, not beside the finished model.
-LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
-            train=dict(steps=1300, snapshots=(15, 40, 75, 150, 300, 610)))
-# The course models: the minis' shapes, pretrained once at a budget where both objectives have learned
-# what the chapters show, and shipped inside the package (SHIPPED / name: a checkpoint directory and
-# its card.json). Measured on short runs first (bench/README.md, "The course models"): bert-mini keeps
-# learned positions on a plateau for thousands of updates, so it turns its queries and keys by their
-# position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
-# both papers, named in its card. The snapshots that cost most to retrain, after 400 and 800 updates,
-# ship in `SHIPPED / name / "snapshots"`; asked for, the others are retrained as the recipe's first
-# updates (`pretrained(name, step=...)`).
-_BERT_COURSE = dict(steps=16000, eval_every=1000, short_fraction=0.0)
-COURSE = {
-    "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
-                                          snapshots=(10, 25, 50, 100, 200, 400, 800))),
-    "bert-mini": dict(model=dict(positions="rotary"),
-                      train=dict(_BERT_COURSE, snapshots=(50, 100, 200, 400, 800, 1600))),
-    # BERT's Table 5 in miniature: bert-mini's recipe with one change each, the same shape, tokens
-    # and updates. "No NSP" keeps the masked LM alone; "LTR & No NSP" trains the same Transformer
-    # left to right (causal attention, GPT's loss on every token) on bert-mini's own WordPiece tokens.
-    "bert-mini-mlm": dict(base="bert-mini", model=dict(positions="rotary"),
-                          train=dict(_BERT_COURSE, nsp=False, snapshots=())),
-    "bert-mini-ltr": dict(base="bert-mini", model=dict(positions="rotary", causal=True, segments=0),
-                          train=dict(_BERT_COURSE, nsp=False, snapshots=()), tokenizer="wordpiece"),
-}
-TABLE5 = {"MLM + NSP": "bert-mini", "MLM only": "bert-mini-mlm", "left to right": "bert-mini-ltr"}
 SHIPPED = Path(__file__).parent / "models"
 
 

@@ -1,0 +1,75 @@
+"""The registry of named models: which names exist, the recipes of the course models, and what is said
+and shown of each. One place for what the hub trains and loads (:mod:`bertgpt.hub`), what the ship
+script writes into a card (``scripts/ship_course_model.py``), what the Try page's widget runs and tells
+its JavaScript through its manifest (``book/_ext/try_models.py``), and what the Colab edition links::
+
+    COURSE["bert-mini"]      # its recipe: changes to the mini's model and training configs
+    SUMMARY["gpt-mini"]      # one line for its card
+    WIDGET_MODES["attention"]  # the models one panel of the Try page runs, in the order it shows them
+"""
+
+from __future__ import annotations
+
+from .config import FAMILIES
+
+NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini",
+         "bert-mini-mlm", "bert-mini-ltr")
+# GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
+# (1.33M, tied embeddings included), trained on the same batches. Its 1,300 updates were sized when
+# gpt-mini's recipe had 850 (on one CPU thread the LSTM trains 1.52 times as many tokens per second,
+# bench/lstm_speed.py); the course's gpt-mini trains 12,000, so chapter 3 sets the LSTM beside the
+# last snapshot of gpt-mini that has seen fewer tokens, not beside the finished model.
+LSTM = dict(model=dict(arch="lstm", n_layer=1, d_ff=376),
+            train=dict(steps=1300, snapshots=(15, 40, 75, 150, 300, 610)))
+# The course models: the minis' shapes, pretrained once at a budget where both objectives have learned
+# what the chapters show, and shipped inside the package (SHIPPED / name: a checkpoint directory and
+# its card.json). Measured on short runs first (bench/README.md, "The course models"): bert-mini keeps
+# learned positions on a plateau for thousands of updates, so it turns its queries and keys by their
+# position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
+# both papers, named in its card. The snapshots that cost most to retrain, after 400 and 800 updates,
+# ship in `SHIPPED / name / "snapshots"`; asked for, the others are retrained as the recipe's first
+# updates (`pretrained(name, step=...)`).
+_BERT_COURSE = dict(steps=16000, eval_every=1000, short_fraction=0.0)
+COURSE = {
+    "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
+                                          snapshots=(10, 25, 50, 100, 200, 400, 800))),
+    "bert-mini": dict(model=dict(positions="rotary"),
+                      train=dict(_BERT_COURSE, snapshots=(50, 100, 200, 400, 800, 1600))),
+    # BERT's Table 5 in miniature: bert-mini's recipe with one change each, the same shape, tokens
+    # and updates. "No NSP" keeps the masked LM alone; "LTR & No NSP" trains the same Transformer
+    # left to right (causal attention, GPT's loss on every token) on bert-mini's own WordPiece tokens.
+    "bert-mini-mlm": dict(base="bert-mini", model=dict(positions="rotary"),
+                          train=dict(_BERT_COURSE, nsp=False, snapshots=())),
+    "bert-mini-ltr": dict(base="bert-mini", model=dict(positions="rotary", causal=True, segments=0),
+                          train=dict(_BERT_COURSE, nsp=False, snapshots=()), tokenizer="wordpiece"),
+}
+TABLE5 = {"MLM + NSP": "bert-mini", "MLM only": "bert-mini-mlm", "left to right": "bert-mini-ltr"}
+
+# What each course model's card says of it (``scripts/ship_course_model.py`` writes the cards).
+SUMMARY = {"gpt-mini": "GPT-1's objective and architecture at 1.3M parameters, pretrained on the addresses",
+           "bert-mini": "BERT's objectives (MLM + NSP) at 1.4M parameters, pretrained on the addresses",
+           "bert-mini-mlm": "Table 5's 'No NSP' in miniature: bert-mini's recipe with the masked LM alone",
+           "bert-mini-ltr": "Table 5's 'LTR & No NSP' in miniature: bert-mini's recipe, shape and WordPiece "
+                            "tokens, trained left to right"}
+DEPARTURES = {
+    "gpt-mini": "sizes (4 layers, d_model 128, context 128, a 4,096-token BPE), pre-LN blocks, no dropout "
+                "while pretraining, bf16 autocast; otherwise GPT-1's (learned positions, tied output).",
+    "bert-mini": "rotary positions instead of a learned table (with the table, the same budget stays on "
+                 "the plateau of not reading its neighbours: bench/README.md); 40% of positions "
+                 "chosen for prediction in training, not 15% (scored at 15%); every update at length "
+                 "128; the sizes and pre-LN blocks of gpt-mini; no dropout while pretraining.",
+}
+DEPARTURES["bert-mini-mlm"] = ("those of bert-mini (its recipe, without the next-sentence loss): "
+                               + DEPARTURES["bert-mini"])
+DEPARTURES["bert-mini-ltr"] = ("those of bert-mini (its recipe, with causal attention, GPT's loss on every "
+                               "token and no segment embeddings), whose own departures are: "
+                               + DEPARTURES["bert-mini"])
+
+# The Try page (``book/_ext/try_models.py``): which shipped tokenizer each model reads (the variants ship
+# bert-mini's, byte for byte), and the models each panel runs, in the order it shows them. Attention
+# sets bert-mini-ltr beside bert-mini-mlm: BERT's Table 5 pair "LTR & No NSP" against "No NSP", the
+# same recipe but for the attention mask. The page's JavaScript reads both from its manifest.
+WIDGET_TOKENIZER = {"gpt-mini": "gpt-mini", "bert-mini": "bert-mini", "bert-mini-ltr": "bert-mini",
+                    "bert-mini-mlm": "bert-mini"}
+WIDGET_MODES = {"fill-mask": ("bert-mini", "gpt-mini"), "next-words": ("gpt-mini",),
+                "attention": ("bert-mini-ltr", "bert-mini-mlm")}
