@@ -22,6 +22,7 @@ from bertgpt.evaluate import (
     word_kind,
     z_score,
 )
+from bertgpt.heldout import content_cloze_items
 from bertgpt.inputs import split_sentences
 from bertgpt.scoring import log_likelihood, token_log_probs
 
@@ -177,3 +178,11 @@ def test_word_kind_sorts_by_place_and_spelling():
     assert word_kind(3, "the") == word_kind(3, "Which") == "function word"
     assert word_kind(3, "Treasury") == "content word"
     assert word_kind(0, ".") == word_kind(5, "1861") == word_kind(5, "self-") == "punctuation, numbers"
+
+
+def test_one_word_list_decides_word_kinds_and_what_the_cloze_may_hide(wordpiece, corpus):
+    assert word_kind(3, "because") == word_kind(3, "themselves") == "function word"  # long ones too
+    items = content_cloze_items(wordpiece, corpus, n=40)
+    assert len(items) == 40
+    for sentence, word in items:
+        assert word_kind(1, word) == "content word" and len(word) >= 5 and sentence.count("[MASK]") == 1

@@ -199,13 +199,18 @@ def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, 
     return hits / len(items)  # an exact fraction, not float32's nearest
 
 
-#: Closed-class words (articles, prepositions, pronouns, auxiliaries, conjunctions and the like):
-#: what :func:`word_kind` calls a function word.
-CLOSED_CLASS = frozenset("""a an the this that these those and or but nor so yet of in on at by for
+#: Function words: the closed classes (articles, prepositions, pronouns, auxiliaries, conjunctions and
+#: the like), short and long. What :func:`word_kind` calls a function word, and, for its words of five
+#: letters or more, what the held-out cloze never hides (:func:`bertgpt.heldout.content_cloze_items`).
+FUNCTION_WORDS = frozenset("""a an the this that these those and or but nor so yet of in on at by for
 with from to into onto upon over under about between through during before after above below against
 without within among i you he she it we they me him her us them my your his its our their is are was
 were be been being am has have had do does did will would shall should can could may might must not no
-as than if then there here which who whom whose what when where why how all any each both such""".split())
+as than if then there here which who whom whose what when where why how all any each both such
+across again along around because behind beneath beside besides beyond except since though throughout
+toward towards unless until while whereas whether whatever whenever wherever however therefore either
+neither every never other others another ought rather theirs itself themselves ourselves yourself
+herself himself""".split())
 #: The kinds :func:`word_kind` sorts a word into.
 WORD_KINDS = ("first word", "function word", "content word", "punctuation, numbers")
 
@@ -213,12 +218,12 @@ WORD_KINDS = ("first word", "function word", "content word", "punctuation, numbe
 def word_kind(index: int, word: str) -> str:
     """Which of :data:`WORD_KINDS` a word is, from its place in its sentence (``index``, 0 for the
     first) and its spelling: anything not purely alphabetic is punctuation or numbers; otherwise the
-    first word of a sentence, a word of :data:`CLOSED_CLASS`, or a content word."""
+    first word of a sentence, a word of :data:`FUNCTION_WORDS`, or a content word."""
     if not word.isalpha():
         return "punctuation, numbers"
     if index == 0:
         return "first word"
-    return "function word" if word.lower() in CLOSED_CLASS else "content word"
+    return "function word" if word.lower() in FUNCTION_WORDS else "content word"
 
 
 def shared_words(tokenizer_a: Tokenizer, tokenizer_b: Tokenizer, texts: list[str], context: int = 128):

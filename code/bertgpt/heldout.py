@@ -25,28 +25,21 @@ import torch
 from .config import PretrainConfig
 from .corpus import Corpus, load_corpus
 from .data import VAL_MASK_RATE, bert_collate, document_sentences, gpt_eval_batches, nsp_pairs, token_stream
-from .evaluate import masked_token_accuracy
+from .evaluate import FUNCTION_WORDS, masked_token_accuracy
 from .generate import fill_mask
 from .inputs import split_sentences
 from .objectives import clm_loss, mlm_nsp_loss
 from .trainer import validate
 
-#: Words of five letters or more that carry grammar rather than content, so never the cloze's answer.
-FUNCTION_WORDS = frozenset("""
-about above across after again against along among around because before behind being below beneath
-beside besides between beyond could during either every except might neither never other others ought
-rather shall should since their theirs there these those though through throughout toward towards under
-unless until where whereas whether which while whose would within without upon another itself
-themselves ourselves yourself herself himself whatever whenever wherever however therefore
-""".split())
 SEED = 1234  #: one draw of masks, pairs and cloze items for every model
 
 
 def content_cloze_items(tokenizer, corpus: Corpus, n: int = 300, seed: int = SEED, max_tokens: int = 100):
     """``n`` (sentence with one ``[MASK]``, hidden word) pairs from the test documents.
 
-    The hidden word has five letters or more, is not in :data:`FUNCTION_WORDS` and is one token of
-    ``tokenizer``, so a single ``[MASK]`` stands for all of it; sentences and words are drawn at random.
+    The hidden word has five letters or more, is not one of :data:`bertgpt.evaluate.FUNCTION_WORDS` and
+    is one token of ``tokenizer``, so a single ``[MASK]`` stands for all of it; sentences and words are
+    drawn at random.
     """
     g = torch.Generator().manual_seed(seed)
     sentences = [s for d in corpus.test for p in d.paragraphs for s in split_sentences(p)
