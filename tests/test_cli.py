@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import bertgpt
 from bertgpt.cli import main
 from bertgpt.evaluate import accuracy
 from bertgpt.finetune import load_classifier, predict
+from bertgpt.pretraining import RunRecord
 from bertgpt.tasks import load_task
 from conftest import tiny
 from test_checkpoint import DAMAGES, _damage
@@ -33,7 +35,12 @@ def test_cli_pretrain_prints_its_figures_as_json_and_writes_a_checkpoint(tmp_pat
                 "mlm_accuracy", "nsp_accuracy"):
         assert key in result
     assert result["steps"] == 5
-    assert bertgpt.load(result["checkpoint"]).model.config.context == 48
+    ck = bertgpt.load(result["checkpoint"])
+    assert ck.model.config.context == 48
+    # the same typed record the cache writes (tests/test_hub.py), for a run that is no named model
+    record = RunRecord(**{f.name: ck.info[f.name] for f in dataclasses.fields(RunRecord)})
+    assert (record.name, record.step, record.tokenizer_kind, record.corpus) == ("", 5, "wordpiece", "texts")
+    assert record.metrics["steps"] == 5 and record.history["val"] and record.train["steps"] == 5
 
 
 def test_cli_rejects_bad_input_with_a_message_not_a_traceback(tmp_path):

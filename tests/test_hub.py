@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import bertgpt
+from bertgpt.pretraining import RunRecord
 from test_checkpoint import DAMAGES, _damage
 
 
@@ -28,6 +29,10 @@ def test_pretrained_trains_once_then_loads_and_rebuilds_a_damaged_entry(corpus):
         rebuilt = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
     assert torch.equal(rebuilt.model.lm_head.weight, first.model.lm_head.weight)  # seeded: same model
     assert rebuilt.info["metrics"]["val_loss"] < rebuilt.info["history"]["train"][0]["loss"]
+    # the same typed record the command line writes (tests/test_cli.py), named
+    record = RunRecord(**{f.name: rebuilt.info[f.name] for f in dataclasses.fields(RunRecord)})
+    assert (record.name, record.corpus_fingerprint) == ("gpt-tiny", corpus.fingerprint)
+    assert record.step == record.train["steps"] == record.metrics["steps"] and record.tokenizer_kind == "bpe"
 
 
 @pytest.mark.parametrize("how", DAMAGES)
@@ -229,7 +234,7 @@ def test_adapted_continues_a_cached_model_once_and_keys_the_corpus_and_the_steps
     base = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
     assert first.tokenizer.hf.to_str() == base.tokenizer.hf.to_str()  # the tokenizer is kept
     assert not torch.equal(first.model.lm_head.weight, base.model.lm_head.weight)
-    assert first.info["base_entry"] == bertgpt.hub.cache_path("gpt-tiny", corpus).name
+    assert first.info["init"] == bertgpt.hub.cache_path("gpt-tiny", corpus).name  # where it started
     assert first.info["coverage"]["reference"]["corpus"] == corpus.name
     assert first.info["metrics"]["val_loss"] < first.info["start"]["loss"]
     fewer = bertgpt.Corpus("kjv-40", bible.documents[1:])  # same name, other content

@@ -43,7 +43,7 @@ import time
 import torch
 
 from . import config
-from .checkpoint import Checkpoint, CheckpointError, load, read_info, save
+from .checkpoint import Checkpoint, CheckpointError, load, read_info
 from .compute import flops_per_token, peak_tflops
 from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides
 from .corpus import CORPORA, load_corpus
@@ -82,7 +82,7 @@ from .pretraining import (
     prepare,
     pretrain,
     resume,
-    summary,
+    save_run,
 )
 from .probes import POOLS, probe
 from .tasks import TASKS, load_task
@@ -174,10 +174,8 @@ def _pretrain(args, device) -> dict | None:
         model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device, out=out)
     if not is_main():
         return None
-    metrics = summary(model, history)
-    save(out, model.cpu(), tok, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint, train=train_info,
-         metrics=metrics, history=dict(train=history.train, val=history.val), **extra)  # no training state
-    return dict(**metrics, **history.setup, **extra, checkpoint=str(out))
+    record = save_run(out, model, tok, history, corpus, train_info, **extra)
+    return dict(**record.metrics, **history.setup, **extra, checkpoint=str(out))
 
 
 def _out(args) -> str:

@@ -79,7 +79,7 @@ from .pretraining import (
     prepare,
     pretrain,
     resume,
-    summary,
+    save_run,
 )
 from .registry import COURSE, LSTM, NAMES, TABLE5  # noqa: F401  re-exported: the hub serves these names
 from .tokenizer import TRAINER as TOKENIZER_TRAINER
@@ -304,9 +304,7 @@ def _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer
             model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
                                            progress=progress, out=partial, until=until, on_snapshot=keep)
     if until is None:
-        save(directory, model.cpu(), tok, step=tcfg.steps, tokenizer_kind=tok.kind, **info,
-             metrics=summary(model, history),
-             history=dict(train=history.train, val=history.val, tokens=history.tokens))
+        save_run(directory, model, tok, history, corpus, info["train"], name=name, changes=changes or {})
         shutil.rmtree(partial, ignore_errors=True)
 
 
@@ -367,11 +365,9 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
             start = _validation(base_ck, corpus, tcfg)
             model, tok, history = continue_pretraining(base_ck, corpus, tcfg, reference=base, device=device,
                                                        progress=progress)
-        save(directory, model.cpu(), tok, step=steps, name=name, corpus=corpus.name, base=base.name,
-             base_entry=cache_path(name, base, seed, changes).name, changes=changes or {},
-             train=dataclasses.asdict(tcfg), coverage=history.setup["coverage"], start=start,
-             metrics=summary(model, history),
-             history=dict(train=history.train, val=history.val, tokens=history.tokens))
+        save_run(directory, model, tok, history, corpus, dataclasses.asdict(tcfg), name=name,
+                 changes=changes or {}, init=cache_path(name, base, seed, changes).name, base=base.name,
+                 start=start, coverage=history.setup["coverage"])
     return load(directory, family, device or "cpu")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import platform
 import sys
 import warnings
 
@@ -219,3 +220,39 @@ def summary(model, history: History) -> dict:
             out[key] = last[key]
     return out
 
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What a finished pretraining run writes beside its weights (the checkpoint's ``info``), whoever
+    ran it: the command line (``bertgpt pretrain``) or the cache (:func:`bertgpt.hub.pretrained`)."""
+
+    corpus: str               # its name
+    corpus_fingerprint: str   # a hash of its content: what resume and the cache check
+    train: dict               # the PretrainConfig, as a dict: the recipe
+    metrics: dict             # summary(): final losses, size, speed and the seconds it took
+    history: dict             # every training and validation record, and the tokens read by each
+    machine: str              # where it ran: system, processor, threads, torch
+    name: str = ""            # the named model it is (the cache), or "" (a run of the command line)
+    changes: dict = dataclasses.field(default_factory=dict)  # its changes to that name's recipe
+    init: str = ""            # a continued run's start: the checkpoint or cache entry, or ""
+    base: str = ""            # the corpus that start was pretrained on, or ""
+    start: dict = dataclasses.field(default_factory=dict)  # its validation figures here, before updating
+    coverage: dict = dataclasses.field(default_factory=dict)  # its tokenizer's fit here and to base
+    step: int = 0             # the updates it made
+    tokenizer_kind: str = ""  # bertgpt.tokenizer.KINDS
+
+
+def save_run(out, model, tok: Tokenizer, history: History, corpus: Corpus, train: dict,
+             **fields) -> RunRecord:
+    """Save a finished run's model and tokenizer in ``out`` with its :class:`RunRecord` (``fields``: the
+    record's optional ones), no training state; returns the record."""
+    metrics = summary(model, history)
+    machine = (f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} threads, "
+               f"torch {torch.__version__}")
+    record = RunRecord(corpus=corpus.name, corpus_fingerprint=corpus.fingerprint, train=train,
+                       metrics=metrics, machine=machine,
+                       history=dict(train=history.train, val=history.val, tokens=history.tokens),
+                       step=metrics["steps"], tokenizer_kind=tok.kind, **fields)
+    save(out, model.cpu(), tok, **dataclasses.asdict(record))
+    return record
