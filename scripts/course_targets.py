@@ -32,9 +32,8 @@ def main_text(markdown: str) -> str:
     for i, line in enumerate(lines):
         if line.startswith("````{solution-start}"):
             folded_solution = True
-        if line.startswith("````{solution-end}"):
+        if line.startswith("````{solution-end}"):  # its closing fence follows, as any directive's
             folded_solution = False
-            continue
         opened = FENCE.match(line)
         if opened:
             name = opened.group(2)
@@ -63,7 +62,7 @@ def main_text(markdown: str) -> str:
 def chapter_report(path: Path) -> dict:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     markdown = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
-    main = "\n".join(main_text(m) for m in markdown)
+    main = main_text("\n".join(markdown))  # a solution's body may span cells, code between them
     opening = markdown[0] if markdown else ""
     return dict(
         words=len(re.findall(r"[A-Za-z]+", main)),

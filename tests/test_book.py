@@ -121,3 +121,13 @@ def test_statistics_stay_folded_under_the_claims():
         assert report["standard_errors"] <= targets.MAX_SE, (
             f"{chapter.name}: 'standard error' {report['standard_errors']} times in the main text; fold "
             "the statistics into a 'How sure are we?' dropdown under the claim")
+
+
+def test_the_main_text_leaves_out_a_solution_whose_body_spans_cells(tmp_path):
+    cells = [dict(cell_type="markdown", source=text) for text in (
+        "Shown words.", "````{solution-start} ex-01-x\n:class: dropdown\n````", "Folded words here.")]
+    cells += [dict(cell_type="code", source="print(1)"),
+              dict(cell_type="markdown", source="````{solution-end}\n````\n\nShown again.")]
+    notebook = tmp_path / "99_x.ipynb"
+    notebook.write_text(json.dumps(dict(cells=cells)), encoding="utf-8")
+    assert _targets().chapter_report(notebook)["words"] == 4
