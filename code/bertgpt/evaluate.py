@@ -199,9 +199,9 @@ def cloze_accuracy(model, tokenizer: Tokenizer, texts: list[str], n: int = 500, 
     return hits / len(items)  # an exact fraction, not float32's nearest
 
 
-#: Function words: the closed classes (articles, prepositions, pronouns, auxiliaries, conjunctions and
-#: the like), short and long. What :func:`word_kind` calls a function word, and, for its words of five
-#: letters or more, what the held-out cloze never hides (:func:`bertgpt.heldout.content_cloze_items`).
+#: The function words, short and long (articles, prepositions, pronouns, auxiliaries, conjunctions and
+#: the like). What :func:`word_kind` calls a function word, and, for its words of five letters or
+#: more, what the held-out cloze never hides (:func:`bertgpt.heldout.content_cloze_items`).
 FUNCTION_WORDS = frozenset("""a an the this that these those and or but nor so yet of in on at by for
 with from to into onto upon over under about between through during before after above below against
 without within among i you he she it we they me him her us them my your his its our their is are was
