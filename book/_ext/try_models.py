@@ -37,7 +37,6 @@ WEB = ROOT / "book" / "web"
 RUNTIME = WEB / "node_modules" / "onnxruntime-web" / "dist"
 RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 WIDGET_FILES = ("try.js", "tokenizer.js", "try.css")
-TOKENIZER = WIDGET_TOKENIZER  # which shipped tokenizer each model reads
 MODES = dict(WIDGET_MODES)  # what each part of the widget runs
 MODES["all"] = tuple(dict.fromkeys(m for models in MODES.values() for m in models))
 STATIC = "try"  # under _static/
@@ -79,8 +78,8 @@ def _stage(app) -> None:
     models = {}
     for name in MODES["all"]:
         shutil.copy2(_export(name, _staging(app) / "onnx"), site / "models" / f"{name}.onnx")
-        tokenizer = f"tokenizers/{TOKENIZER[name]}.json"
-        shutil.copy2(bertgpt.hub.SHIPPED / TOKENIZER[name] / "tokenizer.json", site / tokenizer)
+        tokenizer = f"tokenizers/{WIDGET_TOKENIZER[name]}.json"
+        shutil.copy2(bertgpt.hub.SHIPPED / WIDGET_TOKENIZER[name] / "tokenizer.json", site / tokenizer)
         cfg = bertgpt.pretrained(name, device="cpu").config
         models[name] = dict(file=f"models/{name}.onnx", tokenizer=tokenizer, causal=cfg.causal,
                             context=cfg.context, n_layer=cfg.n_layer, n_head=cfg.n_head)
@@ -100,7 +99,7 @@ def _sizes(site: Path) -> dict:
     sizes = {}
     for mode, models in MODES.items():
         files = common + [site / "models" / f"{m}.onnx" for m in models]
-        files += sorted({site / "tokenizers" / f"{TOKENIZER[m]}.json" for m in models})
+        files += sorted({site / "tokenizers" / f"{WIDGET_TOKENIZER[m]}.json" for m in models})
         measured = [size(f) for f in files]
         sizes[mode] = dict(bytes=sum(b for b, _ in measured), gzip=sum(g for _, g in measured),
                            runtime=sum(size(site / "ort" / f)[0] for f in RUNTIME_FILES),

@@ -221,7 +221,6 @@ def summary(model, history: History) -> dict:
     return out
 
 
-
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
     """What a finished pretraining run writes beside its weights (the checkpoint's ``info``), whoever
