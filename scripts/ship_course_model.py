@@ -118,10 +118,12 @@ def ship_run(args) -> None:
                              tokens=pretraining_compute(cfg, dataclasses.asdict(tcfg))["tokens"]))
     save(out, ck.model.half(), ck.tokenizer, **info)
     shipped = load(out, device="cpu")
+    if hub.shipped_path(args.name, corpus, *hub.pretrained_configs(args.name, course=True),
+                        hub.recipe_tokenizer(args.name)) != out:
+        sys.exit(f"{out} is not found by the recipe of {args.name}: the hub would train it again")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
     card = dict(
         name=args.name, summary=SUMMARY[args.name],
-        entry=hub.cache_path(args.name, corpus, course=True).name,
         provenance=dict(
             weights_sha256=shipped.info["weights_sha256"], corpus=f"{corpus.name} ({len(corpus.documents)} "
             f"documents, fingerprint {corpus.fingerprint})", commit=commit.strip(),

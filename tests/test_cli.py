@@ -284,3 +284,14 @@ def test_cli_pretrain_trains_the_lstm_with_gpts_objective(corpus, tmp_path, caps
                    "--device", "cpu"], capsys)
     assert result["steps"] == 3 and result["val_loss"] > 0
     assert isinstance(bertgpt.load(tmp_path / "lstm").model, bertgpt.model.LSTMLM)
+
+
+def test_cli_pretrain_never_overwrites_a_finished_run_in_its_out_directory(tmp_path, corpus):
+    (tmp_path / "texts").mkdir()
+    args = ("pretrain", "--model", "gpt", "--preset", "tiny", "--steps", "4", "--device", "cpu",
+            "--corpus", _folder(tmp_path / "texts", corpus.documents[:12]), "--out", str(tmp_path / "done"))
+    main(list(args))
+    before = bertgpt.load(tmp_path / "done").info["weights_sha256"]
+    out = _cli(*args, env_cache=str(tmp_path / "c"))
+    assert out.returncode == 2 and "holds a finished model" in out.stderr
+    assert bertgpt.load(tmp_path / "done").info["weights_sha256"] == before  # kept as it was

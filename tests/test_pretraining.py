@@ -225,6 +225,27 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(famil
         bertgpt.resume(tmp_path / "run", bertgpt.Corpus("other", corpus.documents[:20]), device="cpu")
 
 
+def test_pretraining_run_goes_on_with_its_own_interrupted_run_and_refuses_anothers(corpus, tmp_path,
+                                                                                   monkeypatch):
+    cfg = bertgpt.model_config("tiny", "gpt")
+    tcfg = bertgpt.train_config("tiny", "gpt", steps=8, eval_every=4, warmup=2)
+    run = bertgpt.pretraining.pretraining_run
+    whole, _ = run(corpus, cfg, tcfg, tmp_path / "whole", progress=False, device="cpu")
+    run(corpus, cfg, tcfg, tmp_path / "out", work=tmp_path / "work", until=4, progress=False, device="cpu")
+    assert (tmp_path / "work" / "training.pt").exists() and not (tmp_path / "out").exists()  # stopped at 4
+    with pytest.raises(bertgpt.CheckpointError, match="another recipe"):  # the interrupted run is not lost
+        run(corpus, cfg, dataclasses.replace(tcfg, lr=tcfg.lr / 2), tmp_path / "out", work=tmp_path / "work")
+    with monkeypatch.context() as m:  # it goes on from update 4, never from 0
+        m.setattr(bertgpt.pretraining, "pretrain", lambda *a, **k: pytest.fail("started again from 0"))
+        finished, _ = run(corpus, cfg, tcfg, tmp_path / "out", work=tmp_path / "work", progress=False,
+                          device="cpu")
+    assert not (tmp_path / "work").exists() and finished.info["step"] == 8
+    assert bertgpt.load(tmp_path / "out").info["weights_sha256"] == bertgpt.load(tmp_path / "whole").info[
+        "weights_sha256"]  # the weights of the run never interrupted
+    with pytest.raises(bertgpt.CheckpointError, match="nothing to resume"):
+        run(corpus, None, None, tmp_path / "out")
+
+
 def test_lm_training_speed_counts_tokens_per_second_of_either_architecture(bpe, corpus):
     from bertgpt.pretraining import lm_training_speed, token_stream
     stream = token_stream(bpe, corpus.train)

@@ -43,11 +43,10 @@ import time
 import torch
 
 from . import config
-from .checkpoint import Checkpoint, CheckpointError, load, read_info
+from .checkpoint import Checkpoint, CheckpointError, load
 from .compute import flops_per_token, peak_tflops
 from .config import FAMILIES, PRESETS, FinetuneConfig, apply_overrides
 from .corpus import CORPORA, load_corpus
-from .data import VAL_MASK_RATE
 from .device import (
     barrier,
     default_device,
@@ -61,30 +60,13 @@ from .export import OPSET, OUTPUTS, export_onnx
 from .finetune import finetune, save_classifier
 from .generate import Sampling, fill_mask, generate
 from .heldout import heldout_metrics
-from .hub import (
-    COURSE,
-    NAMES,
-    card,
-    family_of,
-    pretrained,
-    pretrained_configs,
-    recipe_tokenizer,
-    share_tokenizer,
-    untrained,
-)
+from .hub import card, pretrained, share_tokenizer, untrained
 from .inputs import IGNORE, Batch
 from .model import build, count_parameters
 from .objectives import clm_loss, mlm_nsp_loss
-from .pretraining import (
-    DEFAULT_TOKENIZER,
-    continuation_config,
-    continue_pretraining,
-    prepare,
-    pretrain,
-    resume,
-    save_run,
-)
+from .pretraining import continuation_config, continue_pretraining, prepare, pretraining_run, save_run
 from .probes import POOLS, probe
+from .registry import COURSE, DEFAULT_TOKENIZER, NAMES, family_of, pretrained_configs, recipe_tokenizer
 from .tasks import TASKS, load_task
 from .tokenizer import KINDS
 from .trainer import train
@@ -150,32 +132,31 @@ def cmd_pretrain(args) -> dict | None:
 
 def _pretrain(args, device) -> dict | None:
     corpus = load_corpus(args.corpus)
-    extra = {}
-    if args.resume:
-        if args.init:
+    if args.init:
+        if args.resume:
             raise ValueError("give --init (a new run from a pretrained checkpoint) or --resume (an "
                              "interrupted run), not both")
-        out, train_info = args.resume, read_info(args.resume).get("train")
-        model, tok, history = resume(out, corpus, device=device)
-    elif args.init:
-        out, extra = _out(args), dict(init=str(args.init))
+        out = _out(args)
         model, tok, history, train_info = _continue(args, corpus, device)
+        if not is_main():
+            return None
+        record = save_run(out, model, tok, history, corpus, train_info, init=str(args.init))
+        return dict(**record.metrics, **history.setup, init=str(args.init), checkpoint=str(out))
+    if args.resume:  # the recipe is the interrupted run's own
+        out, cfg, tcfg, tokenizer = args.resume, None, None, None
     else:
         out, (cfg, tcfg) = _out(args), _configs(args)
-        tokenizer = args.tokenizer
-        if getattr(args, "recipe", None):
-            tokenizer = recipe_tokenizer(args.recipe, tokenizer)
+        recipe = getattr(args, "recipe", None)
+        tokenizer = recipe_tokenizer(recipe, args.tokenizer) if recipe else args.tokenizer
         share_tokenizer(corpus, cfg, tokenizer)  # on the addresses, the course models' token ids
         if world()[1] > 1:  # one process per machine trains the tokenizer into its cache; the rest load it
             if int(os.environ.get("LOCAL_RANK", 0)) == 0:
                 prepare(corpus, cfg, tokenizer)
             barrier()
-        train_info = dataclasses.asdict(tcfg)
-        model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device, out=out)
+    ck, history = pretraining_run(corpus, cfg, tcfg, out, tokenizer=tokenizer, device=device)
     if not is_main():
         return None
-    record = save_run(out, model, tok, history, corpus, train_info, **extra)
-    return dict(**record.metrics, **history.setup, **extra, checkpoint=str(out))
+    return dict(**ck.info["metrics"], **history.setup, checkpoint=str(out))
 
 
 def _out(args) -> str:
@@ -227,7 +208,8 @@ def cmd_bench(args) -> dict:
                 yield ids[:, :-1], ids[:, 1:]
             else:
                 ids = ids[:, :-1]
-                labels = torch.where(torch.rand(B, T, generator=g) < VAL_MASK_RATE, ids, IGNORE)
+                chosen = torch.rand(B, T, generator=g) < config.PretrainConfig.val_mask_rate
+                labels = torch.where(chosen, ids, IGNORE)
                 yield Batch(input_ids=ids, segments=torch.zeros_like(ids), pad_mask=torch.ones_like(ids),
                             labels=labels, is_next=torch.randint(2, (B,), generator=g))
 

@@ -79,7 +79,7 @@ class TrainConfig:
     eval_every: int = 200      #: validate every this many updates (and at the end)
     eval_batches: int = 20     #: validation batches per evaluation
     seed: int = 0              #: model initialisation, dropout and the order of batches
-    # How to run, not what to learn: neither is in a pretrained model's cache key (bertgpt.hub).
+    # How to run, not what to learn: neither is in a pretrained model's cache key (bertgpt.cache).
     precision: str = "auto"    #: "fp32", "bf16", "fp16" or "auto" (bertgpt.device.resolve_precision)
     compile: bool = False      #: torch.compile the forward pass (compiling costs time at the start)
 

@@ -1,4 +1,4 @@
-"""Pretrained models shared by the chapters: shipped with the package, or trained once and cached.
+"""Pretrained models by name: shipped with the package, or trained once and cached.
 
 The course models, ``pretrained("gpt-mini")`` and ``pretrained("bert-mini")``, are pretrained at a
 real budget by this package's own code and ship inside it (``bertgpt/models/NAME``, with a model
@@ -10,24 +10,26 @@ the others are trained on first use and cached. BERT's Table 5 ships beside them
 Transformer trained left to right), each bert-mini's recipe with one change, on its tokens. Every
 shipped weight is stored in fp16.
 
-Every other model goes through the cache: a mini with ``changes``, on another corpus or with
-another tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small
-presets and lstm-mini. The first call pretrains it (minutes on two CPU cores for a mini, with a
-progress bar) and saves it under ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later
-calls load it. The cache key covers the model and training
-configs, the corpus's content, the seed and the recipe version, so a change to any of them trains
-anew. Every model on the addresses with the course models' kind and size of tokenizer reads their
-shipped tokenizer (:func:`share_tokenizer`); one whose tokenizer is learned from its corpus is keyed
-by the tokenizer trainer's version too. An entry that fails its checks (half-written, truncated,
-malformed, of another format) is rebuilt, never loaded.
+Every other model goes through the cache: a mini with ``changes``, on another corpus or with another
+tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small presets and
+lstm-mini. The first call pretrains it (minutes on two CPU cores for a mini, with a progress bar)
+and saves it under ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later calls load it.
+The entry's key (:mod:`bertgpt.cache`) covers the model and training configs, the corpus's content,
+the tokenizer and the recipe version, so a change to any of them trains anew. A shipped model is
+found by its recipe, not by a key: asked for with the configs, corpus and tokenizer it was trained
+with, the package's copy loads. Every model on the addresses with the course models' kind and size
+of tokenizer reads their shipped tokenizer (:func:`share_tokenizer`); one whose tokenizer is learned
+from its corpus is keyed by the tokenizer trainer's version too. An entry that fails its checks
+(half-written, truncated, malformed, of another format) is rebuilt, never loaded.
 
 This module and the command line are the only places where a name becomes a checkpoint; the
 library's functions take :class:`~bertgpt.checkpoint.Checkpoint` objects. ``untrained(name)`` is the
 same architecture with random weights and the same tokenizer, for from-scratch baselines: it
 never pretrains anything.
 
-A lock file beside each entry lets one process at a time train and write it: two notebooks that
-ask for the same cold model train it once, and the second loads what the first wrote.
+A lock beside each entry lets one process at a time train and write it: two notebooks that ask for
+the same cold model train it once, and the second loads what the first wrote. The training itself is
+:func:`bertgpt.pretraining.pretraining_run`'s, the command line's too.
 
 Variants and snapshots go through the same cache::
 
@@ -48,57 +50,44 @@ tokenizer) has its own cached route, :func:`adapted`::
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
-import warnings
 from pathlib import Path
 
 import torch
-from filelock import FileLock
 
-from .checkpoint import Checkpoint, CheckpointError, load, save
-from .config import (
-    ModelConfig,
-    PretrainConfig,
-    model_config,
-    pretraining_model,
-    replace_fields,
-    train_config,
+from .cache import (  # noqa: F401  snapshot_path, cache_dir and RUN_ONLY re-exported: the cache's paths
+    RUN_ONLY,
+    cached,
+    continued_path,
+    entry_path,
+    lock,
+    partial_path,
+    recipe_fields,
+    snapshot_path,
 )
+from .checkpoint import Checkpoint, load, save
+from .config import ModelConfig, PretrainConfig
 from .corpus import Corpus, load_corpus
 from .data import pretraining_data
 from .device import training_threads
 from .model import build
 from .objectives import pretraining_loss
-from .pretraining import (
+from .pretraining import continuation_config, continue_pretraining, prepare, pretraining_run, save_run
+from .registry import (  # noqa: F401  re-exported: the hub serves these names
+    COURSE,
     DEFAULT_TOKENIZER,
-    continuation_config,
-    continue_pretraining,
-    prepare,
-    pretrain,
-    resume,
-    save_run,
+    LSTM,
+    NAMES,
+    TABLE5,
+    family_of,
+    pretrained_configs,
+    recipe_tokenizer,
 )
-from .registry import COURSE, LSTM, NAMES, TABLE5  # noqa: F401  re-exported: the hub serves these names
-from .tokenizer import TRAINER as TOKENIZER_TRAINER
-from .tokenizer import cache_dir, tokenizer_path
+from .tokenizer import cache_dir, tokenizer_path  # noqa: F401  cache_dir re-exported
 from .trainer import validate
 
-RECIPE = 2  # bump when pretraining changes in a way the configs do not show
-# Training fields that say how a run executes, as the device does, not what it learns: not in the key.
-RUN_ONLY = ("precision", "compile")
-# Model fields that the training config decides (config.pretraining_model): keyed through it, not again.
-DERIVED = ("nsp_head",)
-# Fields added after recipe 2: in the key only when a run changes them, so the entries cached before
-# they existed keep their keys.
-KEYED_IF_CHANGED = ("mask_split", "nsp", "positions", "val_mask_rate")
-# The order of the training fields in a key: recipe 2's, from when the loop's settings and the
-# pretraining recipe were one class, so that splitting it (PretrainConfig) kept every key.
-KEY_FIRST = ("steps", "batch_size", "accumulate", "lr", "warmup", "decay", "weight_decay", "grad_clip",
-             "eval_every", "eval_batches", "mask_rate", "mask_split", "nsp", "short_fraction",
-             "short_length", "dropout", "seed", "snapshots")
 SHIPPED = Path(__file__).parent / "models"
 
 
@@ -106,53 +95,36 @@ def is_course(name: str, corpus: Corpus | None = None, changes: dict | None = No
               tokenizer: str | None = None, course: bool | None = None) -> bool:
     """Whether ``name`` means its course recipe: ``course`` when given (True only for a course model),
     else when ``name`` is a course model asked for as it ships: on the addresses, with no ``changes``
-    and its family's own tokenizer."""
+    and its recipe's own tokenizer."""
     if "base" in COURSE.get(name, {}):  # a course variant exists only as its course recipe
         return True
     if course is not None:
         return course
-    if name not in COURSE or changes or tokenizer not in (None, DEFAULT_TOKENIZER[family_of(name)]):
+    if name not in COURSE or changes or tokenizer not in (None, recipe_tokenizer(name)):
         return False
-    return corpus is None or corpus.fingerprint == _shipped_corpus(name)
+    return corpus is None or corpus.fingerprint == _shipped_info(name).get("corpus_fingerprint")
 
 
-def _shipped_corpus(name: str) -> str | None:
-    """The fingerprint of the corpus course model ``name`` was pretrained on, when it ships."""
+def _shipped_info(name: str) -> dict:
+    """The stored info (``config.json``) of course model ``name`` as it ships, or {} when it does not."""
     info = SHIPPED / name / "config.json"
-    return json.loads(info.read_text(encoding="utf-8")).get("corpus_fingerprint") if info.is_file() else None
+    return json.loads(info.read_text(encoding="utf-8")) if info.is_file() else {}
 
 
-def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, course: bool = False):
-    """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``;
-    with ``course``, of the course model's recipe (``COURSE``)."""
-    if name not in NAMES:
-        raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
-    if course and name not in COURSE:
-        raise ValueError(f"{name!r} is not a course model; the course models are {', '.join(COURSE)}")
-    course = course or "base" in COURSE.get(name, {})  # a course variant has no other recipe
-    family, _, preset = COURSE.get(name, {}).get("base", name).partition("-")
-    if family == "lstm":  # a left-to-right language model: GPT's objective and recipe, another architecture
-        model, train = model_config(preset, "gpt", **LSTM["model"]), train_config(preset, "gpt", seed=seed)
-        configs = model, dataclasses.replace(train, **LSTM["train"])
-    else:
-        configs = model_config(preset, family), train_config(preset, family, seed=seed)
-    if course:
-        recipe = COURSE[name]
-        configs = dataclasses.replace(configs[0], **recipe["model"]), dataclasses.replace(configs[1],
-                                                                                          **recipe["train"])
-    model, train = replace_fields(changes or {}, *configs)
-    return pretraining_model(model, train), train
-
-
-def recipe_tokenizer(name: str, tokenizer: str | None = None) -> str | None:
-    """The tokenizer kind asked for, else the one course model ``name``'s recipe names (None: the
-    family's own)."""
-    return tokenizer or COURSE.get(name, {}).get("tokenizer")
-
-
-def family_of(name: str) -> str:
-    """The family ("gpt" or "bert") of pretrained model ``name``: lstm-mini is a GPT-family language model."""
-    return pretrained_configs(name)[0].default_family
+def shipped_path(name: str, corpus: Corpus, cfg: ModelConfig, tcfg: PretrainConfig,
+                 tokenizer: str) -> Path | None:
+    """The package's copy of model ``name`` when one ships that this recipe trained: the same model
+    and training configs (less how a run executes), corpus and tokenizer kind. A field the configs
+    gained after a model shipped reads as its default, so it changes no match until a recipe sets it.
+    The vocabulary's size is the tokenizer's, and the NSP head the training config's ``nsp``."""
+    info = _shipped_info(name)
+    if not info:
+        return None
+    model = {**recipe_fields(ModelConfig(**info["config"])), "vocab_size": None, "nsp_head": None}
+    same = (model == {**recipe_fields(cfg), "vocab_size": None, "nsp_head": None}
+            and recipe_fields(PretrainConfig(**info["train"])) == recipe_fields(tcfg)
+            and (info["corpus_fingerprint"], info["tokenizer_kind"]) == (corpus.fingerprint, tokenizer))
+    return SHIPPED / name if same else None
 
 
 def card(name: str) -> dict:
@@ -173,37 +145,22 @@ def course_models() -> str:
                                          for name in COURSE if "base" not in COURSE[name])
 
 
-def _shipped(name: str, directory) -> Path | None:
-    """The package's copy of cache entry ``directory`` of ``name``, when one ships with the same key."""
-    try:
-        return SHIPPED / name if card(name).get("entry") == directory.name else None
-    except ValueError:
-        return None
+def _run(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None, tokenizer: str | None = None,
+         course: bool | None = None):
+    """(model config, training config, tokenizer kind, cache directory) of model ``name`` on ``corpus``:
+    of its course recipe when :func:`is_course`."""
+    course = is_course(name, corpus, changes, tokenizer, course)
+    cfg, tcfg = pretrained_configs(name, seed, changes, course)
+    kind = recipe_tokenizer(name, tokenizer)
+    learned = shipped_tokenizer(corpus, kind, cfg.vocab_size) is None
+    return cfg, tcfg, kind, entry_path(name, corpus, cfg, tcfg, kind, learned)
 
 
 def cache_path(name: str, corpus: Corpus, seed: int = 0, changes: dict | None = None,
-               tokenizer: str | None = None, course: bool | None = None):
+               tokenizer: str | None = None, course: bool | None = None) -> Path:
     """The cache directory of pretrained model ``name`` (with ``changes``, and the ``tokenizer`` kind
     when it is not the family's own; of its course recipe when :func:`is_course`) on ``corpus``."""
-    course = is_course(name, corpus, changes, tokenizer, course)
-    cfg, tcfg = pretrained_configs(name, seed, changes, course)
-    tokenizer = recipe_tokenizer(name, tokenizer)
-
-    def keyed(config, default, first=()):
-        fields = dataclasses.asdict(config)
-        order = (*first, *(k for k in fields if k not in first))  # a field added later comes last
-        return {k: fields[k] for k in order if k not in RUN_ONLY + DERIVED
-                and not (k in KEYED_IF_CHANGED and fields[k] == getattr(default, k))}
-
-    parts = [keyed(cfg, ModelConfig()), keyed(tcfg, PretrainConfig(), KEY_FIRST), corpus.fingerprint, RECIPE]
-    if tokenizer not in (None, DEFAULT_TOKENIZER[cfg.default_family]):  # keys made before this option stay
-        parts.append(tokenizer)
-    kind = tokenizer or DEFAULT_TOKENIZER[cfg.default_family]
-    if shipped_tokenizer(corpus, kind, cfg.vocab_size) is None:  # learned from the corpus: by which trainer
-        parts.append(f"tokenizer trainer {TOKENIZER_TRAINER}")
-    blob = json.dumps(parts)
-    key = hashlib.sha256(blob.encode()).hexdigest()[:12]
-    return cache_dir() / "models" / f"{name}-{corpus.name}-{key}"
+    return _run(name, corpus, seed, changes, tokenizer, course)[3]
 
 
 def _corpus(corpus: str | Corpus) -> Corpus:
@@ -227,42 +184,37 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     and ``.info`` (configs, metrics and the training history; a snapshot's ``info["step"]`` says which).
     """
     corpus = _corpus(corpus)
-    course = is_course(name, corpus, changes, tokenizer, course)
-    cfg, tcfg = pretrained_configs(name, seed, changes, course)
-    tokenizer = recipe_tokenizer(name, tokenizer)
+    cfg, tcfg, kind, directory = _run(name, corpus, seed, changes, tokenizer, course)
     if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
         raise ValueError(f"{name} keeps its weights after updates {', '.join(map(str, tcfg.snapshots))} "
                          f"and {tcfg.steps} (the end), not {step}: ask for one of those")
-    directory = cache_path(name, corpus, seed, changes, tokenizer, course)
+    family = cfg.default_family
     snapshot = None if step in (None, tcfg.steps) else snapshot_path(directory, step)
-    shipped = _shipped(name, directory) if course else None
-    share_tokenizer(corpus, cfg, tokenizer)
+    shipped = shipped_path(name, corpus, cfg, tcfg, kind)
+    share_tokenizer(corpus, cfg, kind)
     if shipped is not None and snapshot is None:
-        return load(shipped, cfg.default_family, device or "cpu")  # hash-checked, as every checkpoint
+        return load(shipped, family, device or "cpu")  # hash-checked, as every checkpoint
     if shipped is not None and (kept := shipped / "snapshots" / snapshot.name).is_dir():
-        return load(kept, cfg.default_family, device or "cpu")  # a snapshot that ships
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(directory.with_name(directory.name + ".lock")):  # one writer per entry
+        return load(kept, family, device or "cpu")  # a snapshot that ships
+    with lock(directory):  # one writer per entry
         if shipped is not None:  # a snapshot of a shipped model: the recipe's first updates, kept
             if not snapshot.exists():  # trained up to this one, keeping the earlier ones on the way
-                _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes,
-                             until=step)
-            return load(snapshot, cfg.default_family, device or "cpu")
-        if (ck := _cached(directory, cfg.default_family, device, name, snapshot)) is not None:
+                _train_entry(name, corpus, cfg, tcfg, directory, progress, device, kind, changes, until=step)
+            return load(snapshot, family, device or "cpu")
+        if (ck := cached(directory, family, device, name, snapshot)) is not None:
             return ck
-        _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes)
-    return load(directory if snapshot is None else snapshot, cfg.default_family, device or "cpu")
+        _train_entry(name, corpus, cfg, tcfg, directory, progress, device, kind, changes)
+    return load(directory if snapshot is None else snapshot, family, device or "cpu")
 
 
 def shipped_tokenizer(corpus: Corpus, kind: str, vocab_size: int) -> Path | None:
     """The tokenizer file a course model ships for ``corpus``, of ``kind`` and the requested
     ``vocab_size``, if one does (gpt-mini's BPE and bert-mini's WordPiece, on the addresses)."""
     for name, recipe in COURSE.items():
-        if "base" in recipe or _shipped_corpus(name) != corpus.fingerprint:
+        if "base" in recipe or _shipped_info(name).get("corpus_fingerprint") != corpus.fingerprint:
             continue  # a Table 5 variant ships its base model's tokenizer
         cfg = pretrained_configs(name, course=True)[0]
-        own = recipe_tokenizer(name) or DEFAULT_TOKENIZER[cfg.default_family]
-        if (own, cfg.vocab_size) == (kind, vocab_size):
+        if (recipe_tokenizer(name), cfg.vocab_size) == (kind, vocab_size):
             return SHIPPED / name / "tokenizer.json"
     return None
 
@@ -286,43 +238,19 @@ def share_tokenizer(corpus: Corpus, cfg, kind: str | None = None) -> bool:
 
 
 def _train_entry(name, corpus, cfg, tcfg, directory, progress, device, tokenizer, changes, until=None):
-    """Pretrain ``name``, writing each snapshot as it is reached, then (unless stopped at ``until``)
-    the entry. The run keeps a resumable checkpoint in ``<entry>.partial`` at every evaluation: an
-    interrupted first call costs only the updates since the last one, and a run stopped at ``until``
-    goes on from there when a later snapshot or the entry is asked for."""
+    """Pretrain ``name`` into entry ``directory``, writing each snapshot as it is reached. The run
+    keeps a resumable checkpoint beside the entry (:func:`~bertgpt.cache.partial_path`): an interrupted
+    first call costs only the updates since the last evaluation, and a run stopped at ``until`` goes
+    on from there when a later snapshot or the entry is asked for."""
     info = dict(name=name, corpus=corpus.name, train=dataclasses.asdict(tcfg), changes=changes or {})
 
     def keep(step, model, tok):
         save(snapshot_path(directory, step), model, tok, step=step, tokenizer_kind=tok.kind, **info)
 
-    partial = directory.with_name(directory.name + ".partial")
     with training_threads():
-        if _resumable(partial):
-            model, tok, history = resume(partial, corpus, device=device, progress=progress, until=until,
-                                         on_snapshot=keep)
-        else:
-            model, tok, history = pretrain(corpus, cfg, tcfg, tokenizer=tokenizer, device=device,
-                                           progress=progress, out=partial, until=until, on_snapshot=keep)
-    if until is None:
-        save_run(directory, model, tok, history, corpus, info["train"], name=name, changes=changes or {})
-        shutil.rmtree(partial, ignore_errors=True)
-
-
-def _resumable(partial: Path) -> bool:
-    """Whether ``partial`` holds an interrupted run that can go on (a damaged one is trained again)."""
-    if not (partial / "training.pt").exists():
-        return False
-    try:
-        load(partial)
-        return True
-    except CheckpointError as exc:
-        warnings.warn(f"training {partial.name} again from the start: {exc}", stacklevel=3)
-        return False
-
-
-def snapshot_path(directory, step: int):
-    """Where the weights after ``step`` updates of the cached run in ``directory`` are kept."""
-    return directory.with_name(directory.name + ".snapshots") / f"step-{step:06d}"
+        pretraining_run(corpus, cfg, tcfg, directory, work=partial_path(directory), tokenizer=tokenizer,
+                        device=device, progress=progress, until=until, on_snapshot=keep, name=name,
+                        changes=changes or {})
 
 
 def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
@@ -330,10 +258,9 @@ def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
     """The architecture and tokenizer of pretrained model ``name`` with random weights (seeded): of
     the course model, with its shipped tokenizer, where ``pretrained`` would give the course model."""
     corpus = _corpus(corpus)
-    course = is_course(name, corpus, changes)
-    cfg, _ = pretrained_configs(name, seed, changes, course)
-    share_tokenizer(corpus, cfg, recipe_tokenizer(name))
-    tok, cfg = prepare(corpus, cfg, recipe_tokenizer(name))
+    cfg, _, kind, _ = _run(name, corpus, seed, changes)
+    share_tokenizer(corpus, cfg, kind)
+    tok, cfg = prepare(corpus, cfg, kind)
     torch.manual_seed(seed)
     return Checkpoint(build(cfg).eval(), tok, dict(name=name, family=cfg.default_family, untrained=True))
 
@@ -358,8 +285,8 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
     tcfg = continuation_config(base_ck, steps, **(recipe or {}))
     directory = adapted_path(name, corpus, steps, base=base, seed=seed, changes=changes, recipe=recipe)
     family = base_ck.model.family
-    with FileLock(directory.with_name(directory.name + ".lock")):
-        if (ck := _cached(directory, family, device, directory.name)) is not None:
+    with lock(directory):
+        if (ck := cached(directory, family, device, directory.name)) is not None:
             return ck
         with training_threads():
             start = _validation(base_ck, corpus, tcfg)
@@ -372,28 +299,12 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
 
 
 def adapted_path(name: str, corpus: Corpus, steps: int, *, base: Corpus, seed: int = 0,
-                 changes: dict | None = None, recipe: dict | None = None):
+                 changes: dict | None = None, recipe: dict | None = None) -> Path:
     """The cache directory of :func:`adapted`'s entry: keyed by the base entry, ``corpus`` and the recipe."""
-    start = cache_path(name, base, seed, changes)
-    blob = json.dumps([start.name, corpus.fingerprint, steps, sorted((recipe or {}).items()), RECIPE])
-    key = hashlib.sha256(blob.encode()).hexdigest()[:12]
-    return start.parent / f"{start.name}+{corpus.name}-{steps}-{key}"
+    return continued_path(cache_path(name, base, seed, changes), corpus, steps, recipe)
 
 
 def _validation(ck: Checkpoint, corpus: Corpus, tcfg) -> dict:
     """``ck``'s validation figures on ``corpus``, on the batches a continued run validates on."""
     _, val = pretraining_data(corpus, ck.tokenizer, ck.config, tcfg, ck.model.family)
     return validate(ck.model, pretraining_loss(ck.model.family, tcfg), val)
-
-
-def _cached(directory, family: str, device, label: str, snapshot=None) -> Checkpoint | None:
-    """The cache entry in ``directory`` (or its ``snapshot``), or None when there is none or it is
-    damaged (with a warning, naming ``label``, that it will be rebuilt). Call it holding the lock."""
-    if not directory.exists():
-        return None
-    try:
-        ck = load(directory, family, device or "cpu")
-        return ck if snapshot is None else load(snapshot, family, device or "cpu")
-    except CheckpointError as exc:
-        warnings.warn(f"rebuilding the cached {label}: {exc}", stacklevel=3)
-        return None

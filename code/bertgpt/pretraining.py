@@ -16,12 +16,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import platform
+import shutil
 import sys
 import warnings
+from pathlib import Path
 
 import torch
 
-from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, save
+from .cache import recipe_fields
+from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, read_info, save
 from .config import ModelConfig, PretrainConfig, TrainConfig, pretraining_model, train_config
 from .corpus import Corpus, Document
 from .data import (  # noqa: F401  the data of pretraining, re-exported: chapters import it from here
@@ -41,12 +44,11 @@ from .data import (  # noqa: F401  the data of pretraining, re-exported: chapter
 from .device import default_device, is_main
 from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
 from .objectives import clm_loss, mlm_nsp_loss, pretraining_loss  # noqa: F401 (re-exported)
+from .registry import DEFAULT_TOKENIZER
 from .tokenizer import Tokenizer, coverage, tokenizer_for
 from .trainer import History, train, validate
 
 # --- Putting it together --------------------------------------------------------------------------
-
-DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}
 
 
 def prepare(corpus: Corpus, cfg: ModelConfig, tokenizer: str | None = None, progress: bool = True):
@@ -92,6 +94,66 @@ def resume(directory, corpus: Corpus, *, device=None, progress: bool = True, unt
     options = dict(progress=progress, resume=state, until=until, on_snapshot=on_snapshot)
     history = _train(ck.model, ck.tokenizer, corpus, train_cfg, options, directory)
     return ck.model, ck.tokenizer, history
+
+
+def pretraining_run(corpus: Corpus, cfg: ModelConfig | None, train_cfg: PretrainConfig | None, out, *,
+                    work=None, tokenizer: str | None = None, device=None, progress: bool = True,
+                    until: int | None = None, on_snapshot=None, **record) -> tuple[Checkpoint, History]:
+    """Start a pretraining run, or go on with an interrupted one: how the command line and the cache
+    (:func:`bertgpt.hub.pretrained`) both run one.
+
+    The run keeps a resumable checkpoint in ``work`` (default ``out``) at every evaluation. When
+    ``work`` holds an interrupted run, it goes on from there (:func:`resume`); a damaged one starts
+    again, with a warning. Otherwise it starts (:func:`pretrain`) with ``cfg`` and ``train_cfg``; None
+    for both means only an interrupted run may be continued. A ``work`` that holds a finished model,
+    or an interrupted run of another recipe than ``cfg`` and ``train_cfg``, is refused, never
+    overwritten. Unless stopped at ``until``, the main process saves the finished model in ``out``
+    with its :class:`RunRecord` (``record``: the record's optional fields, e.g. ``name``) and removes
+    ``work`` if it is another directory. Returns (the checkpoint, its info the record; the history).
+    """
+    work = Path(work or out)
+    going_on = _interrupted(work, cfg, train_cfg)
+    if going_on:
+        model, tok, history = resume(work, corpus, device=device, progress=progress, until=until,
+                                     on_snapshot=on_snapshot)
+        train_cfg = PretrainConfig(**read_info(work)["train"])
+    elif cfg is None or train_cfg is None:
+        raise CheckpointError(f"{str(work)!r} holds no interrupted run: nothing to resume")
+    else:
+        model, tok, history = pretrain(corpus, cfg, train_cfg, tokenizer=tokenizer, device=device,
+                                       progress=progress, out=work, until=until, on_snapshot=on_snapshot)
+    if until is not None or not is_main():
+        return Checkpoint(model, tok, {}), history
+    run = save_run(out, model, tok, history, corpus, dataclasses.asdict(train_cfg), **record)
+    if work != Path(out):
+        shutil.rmtree(work, ignore_errors=True)
+    return Checkpoint(model, tok, dataclasses.asdict(run)), history
+
+
+def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig | None) -> bool:
+    """Whether ``work`` holds an interrupted run to go on from: of the recipe ``cfg`` and ``train_cfg``
+    where they are given. A directory with a finished model, or a run of another recipe, is refused;
+    a damaged run is not one (it starts again, with a warning)."""
+    if not work.exists():
+        return False
+    if not (work / "training.pt").exists():
+        if (work / "config.json").exists() and cfg is not None:
+            raise CheckpointError(f"{str(work)!r} holds a finished model: write the new run elsewhere, or "
+                                  "delete it first")
+        return False
+    try:
+        info = load(work).info
+    except CheckpointError as exc:
+        warnings.warn(f"training {work.name} again from the start: {exc}", stacklevel=3)
+        return False
+    if cfg is not None and train_cfg is not None:
+        stored = recipe_fields(PretrainConfig(**info["train"])), recipe_fields(ModelConfig(**info["config"]))
+        asked = recipe_fields(train_cfg), recipe_fields(pretraining_model(cfg, train_cfg))
+        stored[1]["vocab_size"] = asked[1]["vocab_size"]  # the tokenizer's real size, known once learned
+        if stored != asked:
+            raise CheckpointError(f"{str(work)!r} holds an interrupted run of another recipe: go on with it "
+                                  "(pretrain --resume) or write the new run elsewhere")
+    return True
 
 
 def continuation_config(checkpoint: Checkpoint, steps: int, **changes) -> PretrainConfig:

@@ -1,16 +1,22 @@
 """The registry of named models: which names exist, the recipes of the course models, and what is said
 and shown of each. One place for what the hub trains and loads (:mod:`bertgpt.hub`), what the ship
 script writes into a card (``scripts/ship_course_model.py``), what the Try page's widget runs and tells
-its JavaScript through its manifest (``book/_ext/try_models.py``), and what the Colab edition links::
+its JavaScript through its manifest (``book/_ext/try_models.py``), and what the Colab edition links;
+and :func:`pretrained_configs`, which turns a name and its changes into the configs of its run::
 
     COURSE["bert-mini"]      # its recipe: changes to the mini's model and training configs
     SUMMARY["gpt-mini"]      # one line for its card
     WIDGET_MODES["attention"]  # the models one panel of the Try page runs, in the order it shows them
+    pretrained_configs("bert-mini", course=True)  # (model config, pretraining config) of its recipe
 """
 
 from __future__ import annotations
 
-from .config import FAMILIES
+import dataclasses
+
+from .config import FAMILIES, model_config, pretraining_model, replace_fields, train_config
+
+DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}  # the kind of tokenizer each family reads
 
 NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini",
          "bert-mini-mlm", "bert-mini-ltr")
@@ -73,3 +79,36 @@ WIDGET_TOKENIZER = {"gpt-mini": "gpt-mini", "bert-mini": "bert-mini", "bert-mini
                     "bert-mini-mlm": "bert-mini"}
 WIDGET_MODES = {"fill-mask": ("bert-mini", "gpt-mini"), "next-words": ("gpt-mini",),
                 "attention": ("bert-mini-ltr", "bert-mini-mlm")}
+
+
+def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, course: bool = False):
+    """(model config, training config) of pretrained model ``name``, e.g. "bert-mini", with ``changes``;
+    with ``course``, of the course model's recipe (``COURSE``; a Table 5 variant has no other)."""
+    if name not in NAMES:
+        raise ValueError(f"unknown pretrained model {name!r}; choose one of {', '.join(NAMES)}")
+    if course and name not in COURSE:
+        raise ValueError(f"{name!r} is not a course model; the course models are {', '.join(COURSE)}")
+    course = course or "base" in COURSE.get(name, {})
+    family, _, preset = COURSE.get(name, {}).get("base", name).partition("-")
+    if family == "lstm":  # a left-to-right language model: GPT's objective and recipe, another architecture
+        model, train = model_config(preset, "gpt", **LSTM["model"]), train_config(preset, "gpt", seed=seed)
+        configs = model, dataclasses.replace(train, **LSTM["train"])
+    else:
+        configs = model_config(preset, family), train_config(preset, family, seed=seed)
+    if course:
+        recipe = COURSE[name]
+        configs = (dataclasses.replace(configs[0], **recipe["model"]),
+                   dataclasses.replace(configs[1], **recipe["train"]))
+    model, train = replace_fields(changes or {}, *configs)
+    return pretraining_model(model, train), train
+
+
+def recipe_tokenizer(name: str, tokenizer: str | None = None) -> str:
+    """The tokenizer kind asked for, else the one course model ``name``'s recipe names, else its
+    family's own (:data:`DEFAULT_TOKENIZER`)."""
+    return tokenizer or COURSE.get(name, {}).get("tokenizer") or DEFAULT_TOKENIZER[family_of(name)]
+
+
+def family_of(name: str) -> str:
+    """The family ("gpt" or "bert") of pretrained model ``name``: lstm-mini is a GPT-family language model."""
+    return pretrained_configs(name)[0].default_family

@@ -1,0 +1,85 @@
+"""The model cache: where a trained model is kept, under which key, and who may write it.
+
+An entry is a checkpoint directory in ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``) named
+``NAME-CORPUS-KEY``. The key is a hash of everything that decides what the run learns: the model and
+training configs, less the fields that only say how a run executes (:data:`RUN_ONLY`), the corpus's
+content, the tokenizer's kind (and the tokenizer trainer's version where the tokenizer is learned from
+the corpus) and :data:`RECIPE`. Beside an entry lie its lock (``.lock``: one writer at a time), the
+interrupted run it is trained from (``.partial``) and the weights at its snapshots (``.snapshots``).
+Which configs a name means, and whether a model ships instead, :mod:`bertgpt.hub` decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import warnings
+from pathlib import Path
+
+from filelock import FileLock
+
+from .checkpoint import Checkpoint, CheckpointError, load
+from .corpus import Corpus
+from .tokenizer import TRAINER as TOKENIZER_TRAINER
+from .tokenizer import cache_dir
+
+RECIPE = 3  # bump when pretraining changes in a way the configs do not show
+RUN_ONLY = ("precision", "compile")  # training fields that say how a run executes, not what it learns
+
+
+def recipe_fields(config) -> dict:
+    """``config`` (a model or training config) as plain JSON values, less :data:`RUN_ONLY`: what of it
+    decides the weights a run ends with."""
+    fields = json.loads(json.dumps(dataclasses.asdict(config)))  # tuples become lists, as once stored
+    return {k: v for k, v in fields.items() if k not in RUN_ONLY}
+
+
+def entry_path(name: str, corpus: Corpus, cfg, tcfg, tokenizer: str, learned: bool) -> Path:
+    """The entry of model ``name`` trained by ``cfg`` and ``tcfg`` on ``corpus``, reading a ``tokenizer``
+    of that kind (``learned``: trained on ``corpus`` by this package, not a shipped one)."""
+    parts = [recipe_fields(cfg), recipe_fields(tcfg), corpus.fingerprint, tokenizer, RECIPE]
+    if learned:
+        parts.append(f"tokenizer trainer {TOKENIZER_TRAINER}")
+    return cache_dir() / "models" / f"{name}-{corpus.name}-{_hash(parts)}"
+
+
+def continued_path(start: Path, corpus: Corpus, steps: int, recipe: dict | None = None) -> Path:
+    """The entry of the model in entry ``start`` after ``steps`` more updates on ``corpus`` (with
+    ``recipe``'s changes to its training config)."""
+    key = _hash([start.name, corpus.fingerprint, steps, sorted((recipe or {}).items()), RECIPE])
+    return start.parent / f"{start.name}+{corpus.name}-{steps}-{key}"
+
+
+def _hash(parts: list) -> str:
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
+
+
+def snapshot_path(directory: Path, step: int) -> Path:
+    """Where the weights after ``step`` updates of the run of entry ``directory`` are kept."""
+    return directory.with_name(directory.name + ".snapshots") / f"step-{step:06d}"
+
+
+def partial_path(directory: Path) -> Path:
+    """Where the run that will write entry ``directory`` keeps its resumable checkpoint."""
+    return directory.with_name(directory.name + ".partial")
+
+
+def lock(directory: Path) -> FileLock:
+    """The lock a process holds while it checks, trains or writes entry ``directory``."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(directory.with_name(directory.name + ".lock"))
+
+
+def cached(directory: Path, family: str, device, label: str,
+           snapshot: Path | None = None) -> Checkpoint | None:
+    """Entry ``directory`` (or its ``snapshot``), or None when there is none or it is damaged (with a
+    warning, naming ``label``, that it will be rebuilt). Call it holding the entry's :func:`lock`."""
+    if not directory.exists():
+        return None
+    try:
+        ck = load(directory, family, device or "cpu")
+        return ck if snapshot is None else load(snapshot, family, device or "cpu")
+    except CheckpointError as exc:
+        warnings.warn(f"rebuilding the cached {label}: {exc}", stacklevel=3)
+        return None
