@@ -5,11 +5,12 @@ import-linter (run by scripts/test.sh) checks which module may import which; thi
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import tomllib
 
-from bertgpt.registry import WIDGET_MODES
+from bertgpt.registry import NAMES, WIDGET_MODES
 
 ROOT = Path(__file__).resolve().parents[1]
 LONGEST = 60  # lines of a function, its docstring included
@@ -48,10 +49,13 @@ def test_contributing_draws_the_floors_that_pyproject_enforces():
     assert drawn == enforced, "CONTRIBUTING.md's floors differ from pyproject.toml's [tool.importlinter]"
 
 
-def test_the_widgets_javascript_runs_the_models_the_registry_names():
+def test_the_widgets_javascript_names_no_model_and_its_manifest_carries_the_registrys():
     script = (ROOT / "book" / "web" / "src" / "try.js").read_text(encoding="utf-8")
-    named = dict(re.findall(r'^const (CAUSAL|BIDIRECTIONAL) = "([\w-]+)";', script, re.M))
-    assert (named.get("CAUSAL"), named.get("BIDIRECTIONAL")) == WIDGET_MODES["attention"], \
-        "try.js's attention panel and bertgpt.registry.WIDGET_MODES name different models"
-    for models in WIDGET_MODES.values():
-        assert all(f'"{name}"' in script for name in models)
+    named = [name for name in NAMES if f'"{name}"' in script or f"'{name}'" in script]
+    assert not named, f"try.js names {named}: it should read them from its manifest's modes"
+    assert "(await manifest()).modes" in script
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import try_models
+
+    assert {m: try_models.MODES[m] for m in WIDGET_MODES} == WIDGET_MODES
+    assert set(try_models.MODES["all"]) == {n for models in WIDGET_MODES.values() for n in models}

@@ -24,8 +24,10 @@ from .corpus import Corpus
 from .tokenizer import TRAINER as TOKENIZER_TRAINER
 from .tokenizer import cache_dir
 
-RECIPE = 3  # bump when pretraining changes in a way the configs do not show
-RUN_ONLY = ("precision", "compile")  # training fields that say how a run executes, not what it learns
+#: In every key. Bump it when pretraining changes in a way the configs do not show.
+RECIPE = 3
+#: The training fields that say how a run executes, not what it learns, and are in no key.
+RUN_ONLY = ("precision", "compile")
 
 
 def recipe_fields(config) -> dict:
@@ -44,10 +46,12 @@ def entry_path(name: str, corpus: Corpus, cfg, tcfg, tokenizer: str, learned: bo
     return cache_dir() / "models" / f"{name}-{corpus.name}-{_hash(parts)}"
 
 
-def continued_path(start: Path, corpus: Corpus, steps: int, recipe: dict | None = None) -> Path:
+def continued_path(start: Path, corpus: Corpus, steps: int, recipe: dict | None = None,
+                   objective: str | None = None) -> Path:
     """The entry of the model in entry ``start`` after ``steps`` more updates on ``corpus`` (with
-    ``recipe``'s changes to its training config)."""
-    key = _hash([start.name, corpus.fingerprint, steps, sorted((recipe or {}).items()), RECIPE])
+    ``recipe``'s changes to its training config, and another ``objective`` than its own if given)."""
+    parts = [start.name, corpus.fingerprint, steps, sorted((recipe or {}).items()), RECIPE]
+    key = _hash(parts + [objective] if objective else parts)
     return start.parent / f"{start.name}+{corpus.name}-{steps}-{key}"
 
 
@@ -65,8 +69,9 @@ def partial_path(directory: Path) -> Path:
     return directory.with_name(directory.name + ".partial")
 
 
-def lock(directory: Path) -> FileLock:
-    """The lock a process holds while it checks, trains or writes entry ``directory``."""
+def lock(directory: Path):
+    """The lock (a ``filelock.FileLock``) a process holds while it checks, trains or writes entry
+    ``directory``."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(directory.with_name(directory.name + ".lock"))
 

@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from .data import VAL_MASK_RATE
+from .config import PretrainConfig
 from .device import device_of, eval_mode
 from .inputs import pad
 from .model import require_family
@@ -105,8 +105,9 @@ def _predictions(model, tokenizer: Tokenizer, rows: list[list[int]], where: list
 
 
 @torch.no_grad()
-def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str], rate: float = VAL_MASK_RATE,
-                          seed: int = 0, batch_size: int = 32) -> float:
+def masked_token_accuracy(model, tokenizer: Tokenizer, texts: list[str],
+                          rate: float = PretrainConfig.val_mask_rate, seed: int = 0,
+                          batch_size: int = 32) -> float:
     """How often a BERT's top prediction restores a masked token.
 
     In each text (``[CLS] text [SEP]``, cut to the context), ``round(rate * n)`` of its n tokens (at

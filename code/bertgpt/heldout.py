@@ -24,7 +24,7 @@ import torch
 
 from .config import PretrainConfig
 from .corpus import Corpus, load_corpus
-from .data import VAL_MASK_RATE, bert_collate, document_sentences, gpt_eval_batches, nsp_pairs, token_stream
+from .data import bert_collate, document_sentences, gpt_eval_batches, nsp_pairs, token_stream
 from .evaluate import FUNCTION_WORDS, masked_token_accuracy
 from .generate import fill_mask
 from .inputs import split_sentences
@@ -81,7 +81,7 @@ def heldout_metrics(checkpoint, corpus: Corpus | None = None, n_pairs: int = 200
         out = validate(model, clm_loss, batches)
         return dict(test_loss=round(out["loss"], 4), test_tokens=sum(x.numel() for x, _ in batches))
     recipe = checkpoint.info.get("train")  # the rate its validation masked: the paper's 15%
-    rate = PretrainConfig(**recipe).val_mask_rate if recipe else VAL_MASK_RATE
+    rate = PretrainConfig(**(recipe or {})).val_mask_rate
     pairs = test_pairs(tok, corpus, context, n_pairs)
     g = torch.Generator().manual_seed(SEED)
     batches = [bert_collate(pairs[i:i + 32], tok, rate, g) for i in range(0, len(pairs), 32)]

@@ -105,7 +105,7 @@ def pretrained_configs(name: str, seed: int = 0, changes: dict | None = None, co
 
 def recipe_tokenizer(name: str, tokenizer: str | None = None) -> str:
     """The tokenizer kind asked for, else the one course model ``name``'s recipe names, else its
-    family's own (:data:`DEFAULT_TOKENIZER`)."""
+    family's own (``DEFAULT_TOKENIZER``)."""
     return tokenizer or COURSE.get(name, {}).get("tokenizer") or DEFAULT_TOKENIZER[family_of(name)]
 
 

@@ -4,15 +4,14 @@
 // being fill-mask, next-words, attention, or all (the three as tabs). book/_ext/try_models.py
 // copies this file, the tokenizer port, onnxruntime-web (single-threaded wasm: no cross-origin
 // isolation needed, so any static host serves it) and the ONNX exports of the course models into
-// _static/try/ of the built book, and writes manifest.json there. Nothing is fetched from
-// anywhere else, and nothing before the reader first asks a model something.
+// _static/try/ of the built book, and writes manifest.json there: the models each panel runs, as
+// bertgpt.registry.WIDGET_MODES names them, and each model's file, tokenizer and shape. Nothing is
+// fetched from anywhere else; before the reader first asks a model something, only the manifest.
 
 import { Tokenizer } from "./tokenizer.js";
 
 const BASE = new URL(".", import.meta.url);
 const TOP = 5;
-const CAUSAL = "bert-mini-ltr";
-const BIDIRECTIONAL = "bert-mini-mlm";
 const state = { manifest: null, ort: null, models: new Map(), queue: Promise.resolve(), timings: [] };
 window.bertgptTry = state; // read by bench/browser_latency.py and the site test
 
@@ -101,14 +100,14 @@ function context(spec, ids) {
   return ids.slice(-spec.context);
 }
 
-// --- fill-mask: bert-mini reads both sides of the blank, gpt-mini only the text before it ---------
+// --- fill-mask: a BERT reads both sides of the blank, a GPT only the text before it ---------------
 
 const BLANK = /_{3,}|\[MASK\]/g;
 
-async function fillMask(text) {
+async function fillMask(text, [bertName, gptName]) {
   const blanks = text.match(BLANK) || [];
   if (blanks.length !== 1) throw new Error("Write one blank, as ___ or [MASK].");
-  const [bert, gpt] = await Promise.all([load("bert-mini"), load("gpt-mini")]);
+  const [bert, gpt] = await Promise.all([load(bertName), load(gptName)]);
   const masked = text.replace(BLANK, "[MASK]");
   const ids = [bert.tokenizer.clsId, ...bert.tokenizer.encode(masked), bert.tokenizer.sepId];
   if (ids.length > bert.spec.context) throw new Error(`The text is too long: at most ${bert.spec.context - 2} tokens.`);
@@ -135,7 +134,8 @@ function candidates(list, answer, text) {
   if (answer.ms !== undefined) list.dataset.ms = answer.ms.toFixed(1);
 }
 
-function fillMaskPanel(example) {
+function fillMaskPanel(example, names) {
+  const [bert, gpt] = names; // the bidirectional model, then the left-to-right one
   const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": "A sentence with one blank",
     value: example?.text ?? "The ___ has been ratified by the Senate." });
   const lists = {};
@@ -148,11 +148,11 @@ function fillMaskPanel(example) {
     el("label", {}, "Type a sentence with one blank (", el("code", {}, "___"), " or ", el("code", {}, "[MASK]"), "):"),
     input,
     el("div", { class: "bertgpt-columns" },
-      column("bert-mini", "bert-mini reads both sides of the blank"),
-      column("gpt-mini", "gpt-mini reads only the text before it")),
+      column(bert, `${bert} reads both sides of the blank`),
+      column(gpt, `${gpt} reads only the text before it`)),
     status);
   if (example) {
-    for (const name of ["bert-mini", "gpt-mini"]) {
+    for (const name of names) {
       candidates(lists[name], { top: example[name].map(([token, p, id]) => ({ id, p, token })) }, example.text);
     }
     status.textContent = "Computed when the book was built. Type to run the models in your browser.";
@@ -161,13 +161,13 @@ function fillMaskPanel(example) {
     const text = input.value;
     status.textContent = state.models.size ? "Running…" : "Loading the models…";
     try {
-      const answers = await fillMask(text);
+      const answers = await fillMask(text, names);
       if (input.value !== text) return; // the reader typed on: a newer answer comes
-      for (const name of ["bert-mini", "gpt-mini"]) candidates(lists[name], answers[name], text);
+      for (const name of names) candidates(lists[name], answers[name], text);
       const first = text.search(BLANK) === 0 || !text.slice(0, text.search(BLANK)).trim();
-      status.textContent = `bert-mini answered in ${answers["bert-mini"].ms.toFixed(0)} ms, ` +
-        `gpt-mini in ${answers["gpt-mini"].ms.toFixed(0)} ms, in your browser.` +
-        (first ? " Nothing comes before the blank, so gpt-mini read only the start of a document ([SEP])." : "");
+      status.textContent = `${bert} answered in ${answers[bert].ms.toFixed(0)} ms, ` +
+        `${gpt} in ${answers[gpt].ms.toFixed(0)} ms, in your browser.` +
+        (first ? ` Nothing comes before the blank, so ${gpt} read only the start of a document ([SEP]).` : "");
     } catch (error) {
       status.textContent = error.message;
     }
@@ -176,7 +176,7 @@ function fillMaskPanel(example) {
   return panel;
 }
 
-// --- next words: gpt-mini continues the text, one sampled token at a time -------------------------
+// --- next words: a GPT continues the text, one sampled token at a time ----------------------------
 
 function sample(probs) {
   let r = Math.random();
@@ -201,7 +201,7 @@ function slider(label, attrs, format) {
   return [input, el("label", { class: "bertgpt-slider" }, `${label} `, input, " ", value)];
 }
 
-function nextWordsPanel(example) {
+function nextWordsPanel(example, [writer]) {
   const input = el("textarea", { class: "bertgpt-input", rows: "2", "aria-label": "The text to continue" });
   input.value = example?.prompt ?? "The state of the Union";
   const [temperature, temperatureLabel] = slider("temperature", { min: "0", max: "2", step: "0.1",
@@ -218,9 +218,9 @@ function nextWordsPanel(example) {
   }
   button.addEventListener("click", async () => {
     button.disabled = true;
-    status.textContent = state.models.has("gpt-mini") ? "Writing…" : "Loading gpt-mini…";
+    status.textContent = state.models.has(writer) ? "Writing…" : `Loading ${writer}…`;
     try {
-      const gpt = await load("gpt-mini");
+      const gpt = await load(writer);
       const prompt = input.value;
       const start = gpt.tokenizer.encode(prompt);
       let ids = start.length ? start : [gpt.tokenizer.sepId];
@@ -299,7 +299,7 @@ function heatmap(canvas, weights, labels, caption) {
   };
 }
 
-function attentionPanel(example) {
+function attentionPanel(example, [causal, bidirectional]) {
   const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": "A sentence",
     value: example?.text ?? "The state of the Union is strong." });
   const layer = el("select", { "aria-label": "layer", "data-control": "layer" });
@@ -333,7 +333,7 @@ function attentionPanel(example) {
     const text = input.value;
     caption.textContent = state.models.size ? "Running…" : "Loading the models…";
     try {
-      const models = await Promise.all([load(CAUSAL), load(BIDIRECTIONAL)]);
+      const models = await Promise.all([load(causal), load(bidirectional)]);
       for (const model of models) {
         const t = model.tokenizer;
         let ids = t.encode(text.replace(BLANK, "[MASK]"));
@@ -358,8 +358,8 @@ function attentionPanel(example) {
     el("div", { class: "bertgpt-controls" }, layer, head,
       el("button", { type: "button", class: "bertgpt-button", onclick: update }, "Draw the maps")),
     el("div", { class: "bertgpt-columns" },
-      figure(CAUSAL, "reads its left only (bert-mini-ltr)"),
-      figure(BIDIRECTIONAL, "reads both sides (bert-mini-mlm)")),
+      figure(causal, `reads its left only (${causal})`),
+      figure(bidirectional, `reads both sides (${bidirectional})`)),
     caption);
   return panel;
 }
@@ -391,13 +391,14 @@ function debounce(action, ms = 250) {
 const PANELS = { "fill-mask": ["Fill the blank", fillMaskPanel], "next-words": ["Next words", nextWordsPanel],
   attention: ["Attention", attentionPanel] };
 
-function mount(root) {
+async function mount(root) {
+  const named = (await manifest()).modes; // the models each panel runs
   const mode = root.dataset.mode || "all";
   const modes = mode === "all" ? Object.keys(PANELS) : [mode];
   const exampleNode = root.querySelector("script.bertgpt-try-example");
   const examples = exampleNode ? JSON.parse(exampleNode.textContent) : {};
   const note = root.querySelector(".bertgpt-try-note");
-  const panels = modes.map((m) => PANELS[m][1](examples[m]));
+  const panels = modes.map((m) => PANELS[m][1](examples[m], named[m]));
   const widget = el("div", { class: "bertgpt-widget" });
   if (panels.length > 1) {
     const tabs = el("div", { class: "bertgpt-tabs", role: "tablist" });
@@ -418,4 +419,5 @@ function mount(root) {
   root.dataset.ready = "true";
 }
 
-document.querySelectorAll(".bertgpt-try").forEach(mount);
+// Without the manifest the page keeps the example it was built with, and says why in the console.
+document.querySelectorAll(".bertgpt-try").forEach((root) => mount(root).catch((error) => console.warn(error)));
