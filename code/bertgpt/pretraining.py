@@ -41,7 +41,7 @@ from .data import (  # noqa: F401  the data of pretraining, re-exported: chapter
     pretraining_data,
     token_stream,
 )
-from .device import default_device, is_main
+from .device import default_device, device_of, is_main
 from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
 from .objectives import clm_loss, mlm_nsp_loss, pretraining_loss  # noqa: F401 (re-exported)
 from .registry import DEFAULT_TOKENIZER
@@ -154,6 +154,30 @@ def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig 
             raise CheckpointError(f"{str(work)!r} holds an interrupted run of another recipe: go on with it "
                                   "(pretrain --resume) or write the new run elsewhere")
     return True
+
+
+def as_masked_lm(checkpoint: Checkpoint, seed: int = 0) -> Checkpoint:
+    """A left-to-right Transformer rebuilt as a masked language model with the same weights, to go on
+    with BERT's objective: "causal, then masked" (e.g. bert-mini-ltr, trained left to right on
+    WordPiece tokens). Attention reads both sides; a table of two segment embeddings starts at zero,
+    so it adds nothing until trained; the masked-LM head's transform starts from a seeded random
+    initialisation, its output layer tied to the token embedding as before; no NSP head. The info
+    keeps the recipe, without next-sentence prediction, so :func:`continue_pretraining` trains the
+    masked LM alone."""
+    model, tok = checkpoint.model, checkpoint.tokenizer
+    if not isinstance(model, GPT) or model.config.arch != "transformer":
+        raise CheckpointError(f"as_masked_lm rebuilds a left-to-right Transformer (a GPT), not a "
+                              f"{type(model).__name__}")
+    cfg = dataclasses.replace(model.config, causal=False, segments=2, nsp_head=False)
+    torch.manual_seed(seed)
+    masked = build(cfg, "bert")
+    missing, unexpected = masked.load_state_dict(model.state_dict(), strict=False)
+    assert unexpected == ["lm_head.weight"], unexpected  # tied to the token embedding, which is kept
+    assert all(k.startswith(("mlm_", "backbone.seg_emb")) for k in missing), missing
+    torch.nn.init.zeros_(masked.backbone.seg_emb.weight)
+    train = {**checkpoint.info.get("train", {}), "nsp": False}
+    return Checkpoint(masked.to(device_of(model)).eval(), tok, {**checkpoint.info, "train": train,
+                                                                "family": "bert", "rebuilt_from": "causal"})
 
 
 def continuation_config(checkpoint: Checkpoint, steps: int, **changes) -> PretrainConfig:

@@ -10,6 +10,9 @@ the language model learns what the tasks need. Two of them, for this corpus's ta
   ``span`` tokens (GPT), or BERT's next-sentence head as it left pretraining; a gain above a
   threshold, chosen on validation examples, says "B follows A".
 
+And GPT-3's way with a classification task (Brown et al., 2020): :func:`in_context_accuracy` puts
+labelled examples in the context and lets the model's next words pick the label, with no update.
+
 Accuracies are on test examples, from addresses pretraining never saw::
 
     zero_shot_next(gpt, load_task("next"), n=200)["test_accuracy"]
@@ -22,7 +25,8 @@ import random
 
 import torch
 
-from .data import VAL_MASK_RATE, bert_collate
+from .config import PretrainConfig
+from .data import bert_collate
 from .device import device_of, eval_mode, to_device
 from .inputs import collate, pack_examples, pad
 from .scoring import pseudo_log_likelihood, token_log_probs
@@ -120,8 +124,8 @@ def nsp_pair_scores(model, tokenizer, pairs, generator: torch.Generator | None =
     scores = []
     with eval_mode(model):
         for s in range(0, len(pairs), batch_size):
-            batch = to_device(bert_collate(pairs[s:s + batch_size], tokenizer, VAL_MASK_RATE, generator),
-                              device_of(model))
+            batch = bert_collate(pairs[s:s + batch_size], tokenizer, PretrainConfig.val_mask_rate, generator)
+            batch = to_device(batch, device_of(model))
             scores.append(nsp_log_odds(model, batch).float().cpu())
     return torch.cat(scores)
 
@@ -159,3 +163,32 @@ def swap_preference(checkpoint, task: Task, n: int = 200, seed: int = 0) -> floa
         wins = [total[i] > total[i + 1] for i in range(0, len(total), 2)]
     return sum(wins) / len(wins)
 
+
+
+def in_context_prompt(demos: list[tuple[str, str]], text: str) -> str:
+    """The text a GPT reads before a label: each labelled demonstration as "TEXT (LABEL)." on a
+    line of its own, then the example to classify, "TEXT (", whose label the model's next words give."""
+    return "".join(f"{t} ({label}).\n" for t, label in demos) + f"{text} ("
+
+
+@torch.no_grad()
+def in_context_accuracy(checkpoint, task: Task, shots: int, seed: int = 0, n: int | None = None) -> float:
+    """Test accuracy of a GPT that reads ``shots`` labelled examples of each class in its context
+    before every test example and answers with the label it finds most probable next: GPT-3's
+    in-context learning, no weight updated. The demonstrations are drawn from ``task.train`` with
+    ``seed`` and shuffled; each label is scored by the mean log-probability of its tokens after
+    :func:`in_context_prompt`, and the prompt is cut from the left to leave room for the longest label
+    within the context. ``shots=0`` is zero-shot: the label's words alone. ``n`` test examples at most."""
+    tok, model = checkpoint.tokenizer, checkpoint.model
+    rng = random.Random(seed)
+    demos = [(e.text, task.labels[e.label]) for c in range(len(task.labels))
+             for e in rng.sample([e for e in task.train if e.label == c], shots)]
+    rng.shuffle(demos)
+    labels = [tok.encode(label + ").") for label in task.labels]
+    room = model.config.context - max(map(len, labels))
+    test = task.test[:n]
+    rows = [tok.encode(in_context_prompt(demos, e.text))[-room:] + label for e in test for label in labels]
+    k = len(labels)
+    scores = [float(lp[-len(labels[i % k]):].mean()) for i, lp in enumerate(row_log_probs(model, rows))]
+    predicted = [max(range(k), key=lambda c: scores[i * k + c]) for i in range(len(test))]
+    return accuracy([e.label for e in test], predicted)
