@@ -37,6 +37,18 @@ def recipe_fields(config) -> dict:
     return {k: v for k, v in fields.items() if k not in RUN_ONLY}
 
 
+def same_recipe(info: dict, cfg, tcfg) -> bool:
+    """Whether the checkpoint whose stored ``info`` this is was trained by model config ``cfg`` and
+    training config ``tcfg``, less :data:`RUN_ONLY`. A field the configs gained since it was saved
+    reads as its default; the vocabulary's size is the tokenizer's, and the NSP head follows the
+    training config's ``nsp``, which is compared."""
+    stored = recipe_fields(type(cfg)(**info["config"]))
+    asked = recipe_fields(cfg)
+    derived = dict(vocab_size=None, nsp_head=None)
+    return ({**stored, **derived} == {**asked, **derived}
+            and recipe_fields(type(tcfg)(**info["train"])) == recipe_fields(tcfg))
+
+
 def entry_path(name: str, corpus: Corpus, cfg, tcfg, tokenizer: str, learned: bool) -> Path:
     """The entry of model ``name`` trained by ``cfg`` and ``tcfg`` on ``corpus``, reading a ``tokenizer``
     of that kind (``learned``: trained on ``corpus`` by this package, not a shipped one)."""

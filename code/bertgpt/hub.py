@@ -64,7 +64,7 @@ from .cache import (  # noqa: F401  snapshot_path, cache_dir and RUN_ONLY re-exp
     entry_path,
     lock,
     partial_path,
-    recipe_fields,
+    same_recipe,
     snapshot_path,
 )
 from .checkpoint import Checkpoint, load, save
@@ -125,12 +125,8 @@ def shipped_path(name: str, corpus: Corpus, cfg: ModelConfig, tcfg: PretrainConf
     gained after a model shipped reads as its default, so it changes no match until a recipe sets it.
     The vocabulary's size is the tokenizer's, and the NSP head the training config's ``nsp``."""
     info = _shipped_info(name)
-    if not info:
-        return None
-    model = {**recipe_fields(ModelConfig(**info["config"])), "vocab_size": None, "nsp_head": None}
-    same = (model == {**recipe_fields(cfg), "vocab_size": None, "nsp_head": None}
-            and recipe_fields(PretrainConfig(**info["train"])) == recipe_fields(tcfg)
-            and (info["corpus_fingerprint"], info["tokenizer_kind"]) == (corpus.fingerprint, tokenizer))
+    same = info and same_recipe(info, cfg, tcfg) and (
+        (info["corpus_fingerprint"], info["tokenizer_kind"]) == (corpus.fingerprint, tokenizer))
     return SHIPPED / name if same else None
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from .cache import recipe_fields
+from .cache import same_recipe
 from .checkpoint import Checkpoint, CheckpointError, load, load_training_state, read_info, save
 from .config import ModelConfig, PretrainConfig, TrainConfig, pretraining_model, train_config
 from .corpus import Corpus, Document
@@ -147,10 +147,7 @@ def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig 
         warnings.warn(f"training {work.name} again from the start: {exc}", stacklevel=3)
         return False
     if cfg is not None and train_cfg is not None:
-        stored = recipe_fields(PretrainConfig(**info["train"])), recipe_fields(ModelConfig(**info["config"]))
-        asked = recipe_fields(train_cfg), recipe_fields(pretraining_model(cfg, train_cfg))
-        stored[1]["vocab_size"] = asked[1]["vocab_size"]  # the tokenizer's real size, known once learned
-        if stored != asked:
+        if not same_recipe(info, pretraining_model(cfg, train_cfg), train_cfg):
             raise CheckpointError(f"{str(work)!r} holds an interrupted run of another recipe: go on with it "
                                   "(pretrain --resume) or write the new run elsewhere")
     return True
