@@ -1,0 +1,92 @@
+"""The zh-TW edition's translations (scripts/translations.py): every stored translation is current
+and keeps its source's structure, script and terms; each check fails on the mistake it exists for."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("translations", ROOT / "scripts" / "translations.py")
+translations = importlib.util.module_from_spec(_spec)
+sys.modules["translations"] = translations
+_spec.loader.exec_module(translations)
+
+
+@pytest.mark.parametrize("path", translations.sources(), ids=lambda p: p.name)
+def test_every_stored_translation_is_current_and_keeps_its_source(path):
+    problems = translations.problems(path)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_store_holds_only_files_the_edition_translates():
+    known = {translations.store_path(p) for p in translations.sources()}
+    stored = set(translations.STORE.rglob("*.json"))
+    assert stored <= known, f"translations of no source: {sorted(map(str, stored - known))}"
+
+
+def test_a_changed_english_unit_is_stale_and_its_diff_is_shown(tmp_path, monkeypatch):
+    page = tmp_path / "book" / "page.md"
+    page.parent.mkdir()
+    page.write_text("Pretraining helps.\n", encoding="utf-8")
+    monkeypatch.setattr(translations, "ROOT", tmp_path)
+    monkeypatch.setattr(translations, "STORE", tmp_path / "i18n")
+    translations.store(page, "page", "預訓練有幫助。\n")
+    assert translations.status(page) == {"page": "current"}
+    page.write_text("Pretraining helps a lot.\n", encoding="utf-8")
+    assert translations.status(page) == {"page": "stale"}
+    [problem] = translations.problems(page)
+    assert problem.startswith("book/page.md, page: stale")
+    assert "-Pretraining helps.\n" in problem and "+Pretraining helps a lot.\n" in problem
+
+
+def test_a_notebook_is_keyed_by_cell_id_and_the_edition_keeps_code_and_outputs(tmp_path, monkeypatch):
+    chapter = tmp_path / "chapters" / "01_x.ipynb"
+    chapter.parent.mkdir()
+    code = {"cell_type": "code", "id": "c1", "source": ["print(1)"], "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["1\n"]}]}
+    cells = [{"cell_type": "markdown", "id": "m1", "source": ["# Pretraining\n"], "metadata": {}}, code,
+             {"cell_type": "markdown", "id": "m2", "source": ["Not yet translated.\n"], "metadata": {}}]
+    chapter.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    monkeypatch.setattr(translations, "ROOT", tmp_path)
+    monkeypatch.setattr(translations, "STORE", tmp_path / "i18n")
+    monkeypatch.setattr(translations, "FRONT", ())
+    translations.store(chapter, "m1", "# 預訓練\n")
+    assert translations.status(chapter) == {"m1": "current", "m2": "missing"}
+    assert translations.assemble(tmp_path / "zh") == {"chapters/01_x.ipynb": 1}
+    out = json.loads((tmp_path / "zh" / "chapters" / "01_x.ipynb").read_text(encoding="utf-8"))["cells"]
+    assert "".join(out[0]["source"]) == "# 預訓練\n"
+    assert out[1] == code  # the same code and the English run's outputs
+    assert "".join(out[2]["source"]) == "Not yet translated.\n"  # English until translated
+
+
+@pytest.mark.parametrize("chinese,words", [
+    ("預訓練 {cite:p}`radford2018gpt`。", "lacks {numref}`fig-thesis`"),
+    ("見 {numref}`fig-thesis` 與 {numref}`fig-other`，{cite:p}`radford2018gpt`。", "adds {numref}`fig-other`"),
+    ("{term}`提前停止` {numref}`fig-thesis` {cite:p}`radford2018gpt`", "lacks {term} → early stopping"),
+    ("{term}`提前停止 <early stopping>` {numref}`fig-thesis` {cite:p}`radford2018gpt`，$x_i$", "adds math $x_i$"),
+])
+def test_a_translation_that_drops_or_adds_a_role_fails_and_says_which(chinese, words):
+    english = "See {numref}`fig-thesis` and {term}`early stopping` {cite:p}`radford2018gpt`."
+    problems = translations.structure_problems(english, chinese)
+    assert any(words in p for p in problems), problems
+    good = "見 {numref}`fig-thesis` 與 {term}`提前停止 <early stopping>` {cite:p}`radford2018gpt`。"
+    assert translations.structure_problems(english, good) == []
+
+
+def test_simplified_characters_and_mainland_usage_are_caught_outside_code_and_allowed_phrases():
+    assert translations.script_problems("預訓練的網路與軟體，見國情咨文。`print(\"软件\")`") == []
+    found = translations.script_problems("预训练的软件")
+    assert any("预" in p for p in found) and any("软件" in p or "软" in p for p in found), found
+    # Traditional characters in mainland usage: Taiwan writes 軟體 and 資訊
+    assert translations.script_problems("這個軟件處理信息") != []
+
+
+def test_a_listed_term_must_take_the_tables_form():
+    table = {"pretraining": "預訓練", "fine-tuning": "微調"}
+    assert translations.term_problems("Pretraining, then fine-tuning.", "預訓練，然後微調。", table) == []
+    assert translations.term_problems("Pretraining, then fine-tuning.", "預先訓練，然後微調。", table) == [
+        "“pretraining” should be 預訓練"]
+    assert translations.terms()["fine-tuning"] == "微調"  # the shipped table parses
