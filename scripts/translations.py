@@ -50,8 +50,9 @@ FRONT = ("book/preface.md", "book/how-to-run.md", "book/try.md", "book/running-b
          "book/glossary.md", "book/exercises.md", "book/status.md", "book/bibliography.md")
 # Phrases that are Taiwan usage although OpenCC's phrase table proposes another: 國情咨文 is the
 # official name of the State of the Union address, 函數 the mathematical function (函式 is code's),
-# 文本 the text of natural-language processing, 殘差連接 the residual connection.
-SCRIPT_ALLOW = ("國情咨文", "函數", "文本", "殘差連接")
+# 文本 the text of natural-language processing, 殘差連接 the residual connection, 參數 a model's
+# parameters (OpenCC's 引數 is a function's argument), 分布 the Ministry of Education's form.
+SCRIPT_ALLOW = ("國情咨文", "函數", "文本", "殘差連接", "參數", "分布")
 
 # What a translation keeps verbatim: roles with their argument (a {term}'s target only), labels and
 # names, directive names, inline and display math.
