@@ -51,8 +51,9 @@ FRONT = ("book/preface.md", "book/how-to-run.md", "book/try.md", "book/running-b
 # Phrases that are Taiwan usage although OpenCC's phrase table proposes another: 國情咨文 is the
 # official name of the State of the Union address, 函數 the mathematical function (函式 is code's),
 # 文本 the text of natural-language processing, 殘差連接 the residual connection, 參數 a model's
-# parameters (OpenCC's 引數 is a function's argument), 分布 the Ministry of Education's form.
-SCRIPT_ALLOW = ("國情咨文", "函數", "文本", "殘差連接", "參數", "分布")
+# parameters (OpenCC's 引數 is a function's argument), 分布 the Ministry of Education's form, and
+# 變更執行階段類型 Colab's own menu item in Traditional Chinese.
+SCRIPT_ALLOW = ("國情咨文", "函數", "文本", "殘差連接", "參數", "分布", "變更執行階段類型")
 
 # What a translation keeps verbatim: roles with their argument (a {term}'s target only), labels and
 # names, directive names, inline and display math.
@@ -153,10 +154,10 @@ def terms() -> dict[str, str]:
 
 
 def term_problems(english: str, chinese: str, table: dict[str, str] | None = None) -> list[str]:
-    """The table's terms whose English appears in the source while their Chinese form does not appear
-    in the translation."""
+    """The table's terms whose English appears in the source's prose (not in a role's argument or in
+    code) while their Chinese form does not appear in the translation."""
     table = terms() if table is None else table
-    lowered = english.lower()
+    lowered = _ROLE.sub(" ", re.sub(r"`[^`]*`", " ", english)).lower()  # not in labels or code
     return [f"“{en}” should be {zh}" for en, zh in table.items()
             if re.search(rf"\b{re.escape(en)}\b", lowered) and zh not in chinese]
 

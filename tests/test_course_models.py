@@ -11,7 +11,8 @@ import bertgpt
 from bertgpt import hub
 from bertgpt.cli import main
 from bertgpt.config import PretrainConfig
-from bertgpt.pretraining import pretrain
+from bertgpt.objectives import RTD_WEIGHT
+from bertgpt.pretraining import pretrain, pretrain_electra
 
 NAMES = tuple(name for name in hub.COURSE if (hub.SHIPPED / name / "card.json").is_file())
 # The first updates of each recipe, re-run here, against the card's recorded training loss (the mean
@@ -19,6 +20,10 @@ NAMES = tuple(name for name in hub.COURSE if (hub.SHIPPED / name / "card.json").
 # it: the same recipe 0.0000; fp32 against the card's bf16 at most 0.0005 nats; half the learning rate
 # or twice the warm-up 0.53.
 PREFIX, TOLERANCE = 50, 0.02
+# electra-mini's loss is its generator's plus 50 times its discriminator's: a tenth of that scale, 0.1
+# nats of detection loss being the smallest change in a recipe that the test must see (half the
+# learning rate moves it by more than 1).
+RTD_TOLERANCE = TOLERANCE * RTD_WEIGHT / 10
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +84,16 @@ def test_first_updates_of_the_recipe_follow_the_card(name, addresses):
     # every 10 updates, as in the card
     tcfg = dataclasses.replace(tcfg, snapshots=())
     shipped = bertgpt.pretrained(name, course=True)  # puts its tokenizer where training looks for one
-    _, tok, history = pretrain(addresses, cfg, tcfg, tokenizer=hub.recipe_tokenizer(name), until=PREFIX,
-                               progress=False)
+    rtd = hub.COURSE[name].get("objective") == "rtd"
+    _, tok, history = (pretrain_electra if rtd else pretrain)(
+        addresses, cfg, tcfg, tokenizer=hub.recipe_tokenizer(name), until=PREFIX, progress=False)
     assert tok.hf.get_vocab() == shipped.tokenizer.hf.get_vocab()  # the same token ids
     recorded = dict(map(tuple, hub.card(name)["loss_curve"]))
     steps = [h["step"] for h in history.train]
     assert steps == list(range(10, PREFIX + 1, 10))
     for h in history.train:
-        assert abs(h["loss"] - recorded[h["step"]]) < TOLERANCE, (h, recorded[h["step"]])
+        tolerance = RTD_TOLERANCE if rtd else TOLERANCE
+        assert abs(h["loss"] - recorded[h["step"]]) < tolerance, (h, recorded[h["step"]])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -108,8 +115,10 @@ def test_card_and_evaluate_commands(name, capsys):
 
 
 def test_everything_shipped_fits_the_budget():
+    """30 MB: the four models of chapters 1-8 took 23 MB; electra-mini (chapter 9, 80 minutes to
+    retrain) adds 3. A wheel of that size installs in seconds on Colab."""
     size = sum(f.stat().st_size for f in hub.SHIPPED.rglob("*") if f.is_file())
-    assert size <= 25e6, f"the shipped models take {size / 1e6:.1f} MB, over the 25 MB budget"
+    assert size <= 30e6, f"the shipped models take {size / 1e6:.1f} MB, over the 30 MB budget"
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if hub.card(n).get("snapshots")])

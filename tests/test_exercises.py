@@ -169,6 +169,9 @@ WRONG = [  # (exercise, a typical wrong answer, words the message must contain)
         ch.flatten()].sum() / ids.numel(), "divided by every position"),
     ("ex-04-cls-head", lambda h, dense, clf: clf(torch.tanh(dense(h[:, -1]))), "reads position 0"),
     ("ex-04-cls-head", lambda h, dense, clf: clf(dense(h[:, 0])), "through tanh"),
+    ("ex-09-rtd-targets", lambda o, c, ch, m: (c == o).float().masked_fill(m == 0, -1.0), "originals with 1"),
+    ("ex-09-rtd-targets", lambda o, c, ch, m: ch.float().masked_fill(m == 0, -1.0), "every chosen position"),
+    ("ex-09-rtd-targets", lambda o, c, ch, m: (c != o).float(), "padding should be -1"),
 ]
 
 

@@ -306,3 +306,25 @@ def test_adapted_goes_on_with_the_masked_objective_from_a_left_to_right_model(co
     assert bertgpt.hub.adapted_path("gpt-tiny", corpus, 3, base=corpus, objective="masked") != own
     with pytest.raises(ValueError, match="objective"):
         bertgpt.adapted("gpt-tiny", corpus, steps=3, base=corpus, objective="electra")
+
+
+def test_electra_is_trained_once_then_loaded_and_keyed_by_its_generator(corpus, monkeypatch):
+    tiny = dict(n_layer=1, d_model=32, n_head=2, d_ff=64)
+    first = bertgpt.electra(corpus, steps=2, changes=tiny, progress=False)
+    assert isinstance(first.model, bertgpt.BERT) and first.info["step"] == 2
+    assert first.info["train"]["mask_rate"] == bertgpt.hub.COURSE["electra-mini"]["train"]["mask_rate"]
+    assert "rtd_accuracy" in first.info["history"]["val"][-1]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(bertgpt.hub, "pretrain_electra", refuse)
+    again = bertgpt.electra(corpus, steps=2, changes=tiny, progress=False)
+    assert again.info["weights_sha256"] == first.info["weights_sha256"]
+    with pytest.raises(AssertionError, match="trained again"):
+        bertgpt.electra(corpus, steps=2, width=0.25, changes=tiny, progress=False)
+    # the name goes the same route
+    by_name = bertgpt.pretrained("electra-mini", corpus, changes={**tiny, "steps": 2})
+    assert by_name.info["weights_sha256"] == first.info["weights_sha256"]
+    with pytest.raises(ValueError, match="no snapshots"):
+        bertgpt.pretrained("electra-mini", corpus, step=1)

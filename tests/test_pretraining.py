@@ -379,3 +379,84 @@ def test_as_masked_lm_keeps_a_left_to_right_models_weights_and_goes_on_masked(co
     assert "mlm_accuracy" in history.val[-1] and "nsp_accuracy" not in history.val[-1]
     with pytest.raises(bertgpt.CheckpointError, match="left-to-right"):
         bertgpt.pretraining.as_masked_lm(masked)
+
+
+def _electra_batch(corpus, tok):
+    from bertgpt.pretraining import document_sentences
+    g = torch.Generator().manual_seed(0)
+    return next(bert_batches(document_sentences(tok, corpus.train), tok, 32, 4, 0.15, g))
+
+
+def test_replaced_token_detection_marks_exactly_the_sampled_tokens_that_differ(corpus, wordpiece,
+                                                                               monkeypatch):
+    from bertgpt.objectives import ReplacedTokenDetection, rtd_loss
+
+    cfg = bertgpt.model_config("tiny", "bert", vocab_size=wordpiece.vocab_size, dropout=0.0)
+    torch.manual_seed(0)
+    pair = ReplacedTokenDetection(cfg)
+    batch = _electra_batch(corpus, wordpiece)
+    chosen = batch["labels"] != IGNORE
+    seen = {}
+    forward = pair.discriminator.forward
+
+    def spy(idx, **kwargs):
+        seen["corrupted"] = idx.clone()
+        return forward(idx, **kwargs)
+
+    monkeypatch.setattr(pair.discriminator, "forward", spy)
+    loss, metrics = rtd_loss(pair, batch)
+    original = batch["input_ids"].clone()
+    original[chosen] = batch["labels"][chosen]
+    corrupted = seen["corrupted"]
+    # only the chosen positions change, and the share replaced is the share that differs there
+    assert torch.equal(corrupted[~chosen], original[~chosen])
+    real = batch["pad_mask"].bool()
+    assert metrics["replaced"].item() == pytest.approx((corrupted != original)[real].float().mean().item())
+    assert 0 < metrics["replaced"] <= chosen[real].float().mean() + 1e-6
+    assert torch.isfinite(loss)
+
+
+def test_the_detection_loss_trains_the_discriminator_and_not_the_generator(corpus, wordpiece):
+    from bertgpt.objectives import ReplacedTokenDetection, rtd_loss
+
+    cfg = bertgpt.model_config("tiny", "bert", vocab_size=wordpiece.vocab_size, dropout=0.0)
+    batch = _electra_batch(corpus, wordpiece)
+    grads = {}
+    for weight in (0.0, 50.0):
+        torch.manual_seed(0)
+        pair = ReplacedTokenDetection(cfg)
+        torch.manual_seed(1)  # the same samples in both runs
+        rtd_loss(pair, batch, weight=weight)[0].backward()
+        grads[weight] = pair
+    gen0, gen50 = (dict(grads[w].generator.named_parameters()) for w in (0.0, 50.0))
+    for name, p in gen0.items():  # the sample passes no gradient back to the generator
+        assert torch.allclose(p.grad, gen50[name].grad), name
+    # and the discriminator learns from the detection loss alone
+    blocks = {w: grads[w].discriminator.backbone.blocks.parameters() for w in grads}
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in blocks[50.0])
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in blocks[0.0])
+
+
+def test_the_generator_is_narrower_at_the_same_depth():
+    from bertgpt.objectives import generator_config
+
+    cfg = bertgpt.model_config("mini", "bert")
+    gen = generator_config(cfg, 0.5)
+    assert (gen.d_model, gen.n_layer, gen.d_ff) == (cfg.d_model // 2, cfg.n_layer, 2 * cfg.d_model)
+    assert gen.d_model % gen.n_head == 0 and not gen.nsp_head
+
+
+def test_pretrain_electra_keeps_a_discriminator_that_fine_tunes_as_a_bert(corpus):
+    from bertgpt.pretraining import pretrain_electra
+
+    cfg = bertgpt.model_config("tiny", "bert")
+    tcfg = bertgpt.PretrainConfig(steps=4, batch_size=4, warmup=1, eval_every=2, eval_batches=2)
+    model, tok, history = pretrain_electra(corpus, cfg, tcfg, progress=False)
+    assert isinstance(model, bertgpt.BERT) and not model.config.nsp_head
+    assert model.config.vocab_size == tok.vocab_size
+    assert [r["step"] for r in history.val] == [2, 4]
+    assert {"rtd_accuracy", "replaced", "mlm_accuracy"} <= set(history.val[-1])
+    task = bertgpt.load_task("party", corpus).subsample(16)
+    _, result = bertgpt.finetune(bertgpt.Checkpoint(model, tok, {}), task,
+                                 bertgpt.FinetuneConfig(epochs=1, batch_size=8), progress=False)
+    assert 0 <= result["test_accuracy"] <= 1

@@ -26,7 +26,7 @@ from .evaluate import cloze_accuracy, masked_token_accuracy, perplexity
 from .exercises import check
 from .finetune import Classifier, finetune, label_curve, load_classifier, predict, save_classifier
 from .generate import Sampling, fill_mask, generate, generate_by_masking, top_k_filter, top_p_filter
-from .hub import adapted, course_models, pretrained, untrained
+from .hub import adapted, course_models, electra, pretrained, untrained
 from .inputs import IGNORE
 from .model import (
                      BERT,

@@ -545,3 +545,37 @@ def _judge_cls_head(fn):
         if _matches(yours, classifier(torch.tanh(dense(hidden.mean(1))))):
             return "you averaged every position: BERT's head reads the [CLS] state, position 0"
     return _first_difference(yours, ours, "the class logits (B, n_classes)")
+
+
+def rtd_targets(original: torch.Tensor, corrupted: torch.Tensor, chosen: torch.Tensor,
+                pad_mask: torch.Tensor) -> torch.Tensor:
+    """ELECTRA's targets: 1.0 where the generator's sample, at the ``chosen`` positions, replaced the
+    ``original`` token in ``corrupted``; 0.0 where the token is the original (a sample that drew the
+    original back counts as original); -1.0 at padding, which the loss skips. All (B, T)."""
+    targets = (corrupted != original).float()
+    return targets.masked_fill(pad_mask == 0, -1.0)
+
+
+@exercise("ex-09-rtd-targets", "targets agree with ELECTRA's")
+def _judge_rtd_targets(fn):
+    g = torch.Generator().manual_seed(0)
+    original = torch.randint(5, 12, (4, 10), generator=g)
+    chosen = torch.rand(4, 10, generator=g) < 0.4
+    corrupted = torch.where(chosen, torch.randint(5, 12, (4, 10), generator=g), original)
+    pad_mask = torch.ones(4, 10, dtype=torch.long)
+    pad_mask[1:, 7:] = 0
+    chosen &= pad_mask == 1
+    assert (chosen & (corrupted == original)).any()  # some samples drew the original back
+    yours = _call(fn, original, corrupted, chosen, pad_mask)
+    ours = rtd_targets(original, corrupted, chosen, pad_mask)
+    if _matches(yours, ours):
+        return None
+    padded = pad_mask == 0
+    if _matches(yours, (corrupted == original).float().masked_fill(padded, -1.0)):
+        return "you marked the originals with 1: the target is 1 where the token was replaced"
+    if _matches(yours, chosen.float().masked_fill(padded, -1.0)):
+        return ("you marked every chosen position: where the generator's sample is the original token, "
+                "nothing was replaced, and ELECTRA counts that token as original")
+    if _matches(yours, (corrupted != original).float()):
+        return "padding should be -1, so that the loss skips it: no token sits there"
+    return _first_difference(yours, ours, "the targets (B, T)")

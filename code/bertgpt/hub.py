@@ -7,7 +7,8 @@ pretrain --recipe NAME`` retrains one from scratch. Their snapshots (``step=``) 
 recipe's first updates: the two that cost most to retrain ship too (``bertgpt/models/NAME/snapshots``),
 the others are trained on first use and cached. BERT's Table 5 ships beside them, in miniature
 (``TABLE5``): ``bert-mini-mlm`` (the masked LM without NSP) and ``bert-mini-ltr`` (the same
-Transformer trained left to right), each bert-mini's recipe with one change, on its tokens. Every
+Transformer trained left to right), each bert-mini's recipe with one change, on its tokens; and
+``electra-mini``, ELECTRA's discriminator at bert-mini-mlm's compute (:func:`electra`, chapter 9). Every
 shipped weight is stored in fp16.
 
 Every other model goes through the cache: a mini with ``changes``, on another corpus or with another
@@ -79,6 +80,7 @@ from .pretraining import (
     continuation_config,
     continue_pretraining,
     prepare,
+    pretrain_electra,
     pretraining_run,
     save_run,
 )
@@ -186,6 +188,10 @@ def pretrained(name: str, corpus: str | Corpus = "sotu", seed: int = 0, device=N
     Returns a :class:`~bertgpt.checkpoint.Checkpoint`: ``.model`` (in eval mode), ``.tokenizer``
     and ``.info`` (configs, metrics and the training history; a snapshot's ``info["step"]`` says which).
     """
+    if COURSE.get(name, {}).get("objective") == "rtd":  # not a language model: its own route
+        if step is not None or tokenizer is not None:
+            raise ValueError(f"{name} keeps no snapshots and reads its recipe's tokenizer only")
+        return electra(corpus, seed=seed, changes=changes, device=device, progress=progress)
     corpus = _corpus(corpus)
     cfg, tcfg, kind, directory = _run(name, corpus, seed, changes, tokenizer, course)
     if step is not None and step not in (*tcfg.snapshots, tcfg.steps):
@@ -307,6 +313,36 @@ def adapted(name: str, corpus: str | Corpus, steps: int, *, base: str | Corpus =
                  changes=changes or {}, init=start_entry, base=base.name,
                  start=start, coverage=history.setup["coverage"])
     return load(directory, family, device or "cpu")
+
+
+def electra(corpus: str | Corpus = "sotu", steps: int | None = None, *, seed: int = 0,
+            width: float | None = None, changes: dict | None = None, device=None,
+            progress: bool = True) -> Checkpoint:
+    """ELECTRA's discriminator (:func:`~bertgpt.pretraining.pretrain_electra`) by electra-mini's recipe
+    (``COURSE["electra-mini"]``: bert-mini-mlm's shape and tokens, the FLOPs of its run), or after
+    ``steps`` updates, with a generator ``width`` times as wide and ``changes`` as
+    :func:`pretrained`'s. On the addresses, as it ships, it loads from the package; any other run is
+    trained on first use and cached. The checkpoint is a BERT without NSP, which fine-tunes as
+    bert-mini-mlm does; its masked-LM head is never trained."""
+    corpus, recipe = _corpus(corpus), COURSE["electra-mini"]
+    width = recipe["width"] if width is None else width
+    changes = {**(changes or {}), **({} if steps is None else {"steps": steps})}
+    cfg, tcfg = pretrained_configs("electra-mini", seed, changes, course=True)
+    kind = recipe_tokenizer("electra-mini")
+    share_tokenizer(corpus, cfg, kind)
+    if width == recipe["width"] and (shipped := shipped_path("electra-mini", corpus, cfg, tcfg, kind)):
+        return load(shipped, "bert", device or "cpu")
+    learned = shipped_tokenizer(corpus, kind, cfg.vocab_size) is None
+    directory = entry_path(f"electra-mini-{width:g}", corpus, cfg, tcfg, kind, learned)
+    with lock(directory):
+        if (ck := cached(directory, "bert", device, directory.name)) is not None:
+            return ck
+        with training_threads():
+            model, tok, history = pretrain_electra(corpus, cfg, tcfg, width=width, tokenizer=kind,
+                                                   device=device, progress=progress)
+        save_run(directory, model, tok, history, corpus, dataclasses.asdict(tcfg), name="electra-mini",
+                 changes=changes)
+    return load(directory, "bert", device or "cpu")
 
 
 def adapted_path(name: str, corpus: Corpus, steps: int, *, base: Corpus, seed: int = 0,

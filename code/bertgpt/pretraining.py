@@ -43,10 +43,16 @@ from .data import (  # noqa: F401  the data of pretraining, re-exported: chapter
 )
 from .device import default_device, device_of, is_main
 from .model import BERT, GPT, LSTMLM, build, count_parameters, dropout_rate
-from .objectives import clm_loss, mlm_nsp_loss, pretraining_loss  # noqa: F401 (re-exported)
+from .objectives import (  # noqa: F401 (re-exported)
+    ReplacedTokenDetection,
+    clm_loss,
+    mlm_nsp_loss,
+    pretraining_loss,
+    rtd_loss,
+)
 from .registry import DEFAULT_TOKENIZER
 from .tokenizer import Tokenizer, coverage, tokenizer_for
-from .trainer import History, train, validate
+from .trainer import History, train, validate, validation
 
 # --- Putting it together --------------------------------------------------------------------------
 
@@ -151,6 +157,27 @@ def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig 
             raise CheckpointError(f"{str(work)!r} holds an interrupted run of another recipe: go on with it "
                                   "(pretrain --resume) or write the new run elsewhere")
     return True
+
+
+def pretrain_electra(corpus: Corpus, cfg: ModelConfig, train_cfg: PretrainConfig, *, width: float = 0.5,
+                     tokenizer: str | None = None, device=None, progress: bool = True,
+                     until: int | None = None):
+    """Pretrain a BERT of ``cfg`` as ELECTRA's discriminator (Clark et al., 2020): replaced-token
+    detection with a generator ``width`` times as wide (:class:`~bertgpt.objectives.ReplacedTokenDetection`),
+    on BERT's masked inputs at ``train_cfg.mask_rate``, without NSP. Returns ``(discriminator,
+    tokenizer, history)``, as :func:`pretrain` does (``until`` too); the discriminator fine-tunes as
+    any BERT, and the generator and the detection head are dropped. It does not save or resume."""
+    tok, cfg = prepare(corpus, cfg, tokenizer, progress)
+    train_cfg = dataclasses.replace(train_cfg, nsp=False)
+    torch.manual_seed(train_cfg.seed)
+    pair = ReplacedTokenDetection(cfg, width).to(device or default_device())
+    train_batches, val_batches = pretraining_data(corpus, tok, pair.discriminator.config, train_cfg, "bert")
+    sizes = count_parameters(pair.discriminator), count_parameters(pair.generator)
+    label = f"pretrain ELECTRA ({sizes[0]:,} + {sizes[1]:,} params)"
+    with dropout_rate(pair, train_cfg.dropout):
+        history = train(pair, rtd_loss, train_batches, train_cfg, evaluate=validation(rtd_loss, val_batches),
+                        progress=label if progress else False, until=until)
+    return pair.discriminator.eval(), tok, history
 
 
 def as_masked_lm(checkpoint: Checkpoint, seed: int = 0) -> Checkpoint:

@@ -19,7 +19,7 @@ from .config import FAMILIES, model_config, pretraining_model, replace_fields, t
 DEFAULT_TOKENIZER = {"gpt": "bpe", "bert": "wordpiece"}  # the kind of tokenizer each family reads
 
 NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini", "small")), "lstm-mini",
-         "bert-mini-mlm", "bert-mini-ltr")
+         "bert-mini-mlm", "bert-mini-ltr", "electra-mini")
 # GPT-1's architecture ablation at mini size: one LSTM layer of 376 units has gpt-mini's parameter count
 # (1.33M, tied embeddings included), trained on the same batches. Its 1,300 updates were sized when
 # gpt-mini's recipe had 850 (on one CPU thread the LSTM trains 1.52 times as many tokens per second,
@@ -49,6 +49,13 @@ COURSE = {
     "bert-mini-ltr": dict(base="bert-mini", model=dict(positions="rotary", causal=True, segments=0),
                           train=dict(_BERT_COURSE, nsp=False, snapshots=()), tokenizer="wordpiece"),
 }
+# ELECTRA in miniature (chapter 9; Clark et al., 2020): bert-mini-mlm's shape, tokens and recipe for the
+# discriminator, trained by replaced-token detection (``objective``) with a generator ``width`` times as
+# wide, 15% of the tokens replaced (the paper's rate, where bert-mini-mlm masks 40%), and 11,723
+# updates: each also runs the generator, 36.5% of the discriminator's FLOPs per token
+# (bertgpt.compute.flops_per_token), so the run costs the FLOPs of bert-mini-mlm's 16,000.
+COURSE["electra-mini"] = dict(base="bert-mini", model=dict(positions="rotary"), objective="rtd", width=0.5,
+                              train=dict(_BERT_COURSE, nsp=False, snapshots=(), mask_rate=0.15, steps=11723))
 TABLE5 = {"MLM + NSP": "bert-mini", "MLM only": "bert-mini-mlm", "left to right": "bert-mini-ltr"}
 
 # What each course model's card says of it (``scripts/ship_course_model.py`` writes the cards).
@@ -56,7 +63,9 @@ SUMMARY = {"gpt-mini": "GPT-1's objective and architecture at 1.3M parameters, p
            "bert-mini": "BERT's objectives (MLM + NSP) at 1.4M parameters, pretrained on the addresses",
            "bert-mini-mlm": "Table 5's 'No NSP' in miniature: bert-mini's recipe with the masked LM alone",
            "bert-mini-ltr": "Table 5's 'LTR & No NSP' in miniature: bert-mini's recipe, shape and WordPiece "
-                            "tokens, trained left to right"}
+                            "tokens, trained left to right",
+           "electra-mini": "ELECTRA's discriminator in miniature: bert-mini-mlm's shape and tokens, trained "
+                           "by replaced-token detection at the FLOPs of bert-mini-mlm's run"}
 DEPARTURES = {
     "gpt-mini": "sizes (4 layers, d_model 128, context 128, a 4,096-token BPE), pre-LN blocks, no dropout "
                 "while pretraining, bf16 autocast; otherwise GPT-1's (learned positions, tied output).",
@@ -70,6 +79,10 @@ DEPARTURES["bert-mini-mlm"] = ("those of bert-mini (its recipe, without the next
 DEPARTURES["bert-mini-ltr"] = ("those of bert-mini (its recipe, with causal attention, GPT's loss on every "
                                "token and no segment embeddings), whose own departures are: "
                                + DEPARTURES["bert-mini"])
+DEPARTURES["electra-mini"] = ("a generator half the discriminator's width, with its own embeddings (ELECTRA "
+                              "ties them); the recipe and departures of bert-mini-mlm otherwise: "
+                              + DEPARTURES["bert-mini"] + " Its masked-LM head is never trained: held-out "
+                              "masked-token figures are near zero, by design.")
 
 # The Try page (``book/_ext/try_models.py``): which shipped tokenizer each model reads (the variants ship
 # bert-mini's, byte for byte), and the models each panel runs, in the order it shows them. Attention
