@@ -64,9 +64,11 @@ def test_a_notebook_is_keyed_by_cell_id_and_the_edition_keeps_code_and_outputs(t
 
 @pytest.mark.parametrize("chinese,words", [
     ("預訓練 {cite:p}`radford2018gpt`。", "lacks {numref}`fig-thesis`"),
-    ("見 {numref}`fig-thesis` 與 {numref}`fig-other`，{cite:p}`radford2018gpt`。", "adds {numref}`fig-other`"),
+    ("見 {numref}`fig-thesis` 與 {numref}`fig-other`，{cite:p}`radford2018gpt`。",
+     "adds {numref}`fig-other`"),
     ("{term}`提前停止` {numref}`fig-thesis` {cite:p}`radford2018gpt`", "lacks {term} → early stopping"),
-    ("{term}`提前停止 <early stopping>` {numref}`fig-thesis` {cite:p}`radford2018gpt`，$x_i$", "adds math $x_i$"),
+    ("{term}`提前停止 <early stopping>` {numref}`fig-thesis` {cite:p}`radford2018gpt`，$x_i$",
+     "adds math $x_i$"),
 ])
 def test_a_translation_that_drops_or_adds_a_role_fails_and_says_which(chinese, words):
     english = "See {numref}`fig-thesis` and {term}`early stopping` {cite:p}`radford2018gpt`."

@@ -107,5 +107,18 @@ def test_in_context_accuracy_picks_the_label_the_model_finds_most_probable(gpt_c
         return [torch.full((len(r) - 1,), -1.0 if r[-len(beta):] == beta else -2.0) for r in rows]
 
     monkeypatch.setattr(zeroshot, "row_log_probs", prefer_beta)
-    assert zeroshot.in_context_accuracy(gpt_ck, task, shots=2) == 0.5  # "beta" for all: the odd half
+    assert zeroshot.in_context_accuracy(gpt_ck, task, shots=1) == 0.5  # "beta" for all: the odd half
     assert zeroshot.in_context_accuracy(gpt_ck, task, shots=0, n=2) == 0.5
+
+
+def test_in_context_draws_are_the_demonstrations_and_a_prompt_too_long_is_refused(gpt_ck):
+    labels = ("alpha", "beta")
+    train = [bertgpt.Example(f"text {i}", i % 2) for i in range(8)]
+    task = bertgpt.Task("toy", labels, train, [], [bertgpt.Example("test " * 20, 0)])
+    demos = zeroshot.demonstrations(task, 2, seed=3)
+    assert sorted(e.label for e in demos) == [0, 0, 1, 1]
+    assert demos == zeroshot.demonstrations(task, 2, seed=3)  # the seed decides the draw
+    long = bertgpt.Task("toy", labels, [bertgpt.Example("word " * 60, i % 2) for i in range(4)], [],
+                        task.test)
+    with pytest.raises(ValueError, match="use shorter texts"):
+        zeroshot.in_context_accuracy(gpt_ck, long, shots=2)

@@ -171,23 +171,37 @@ def in_context_prompt(demos: list[tuple[str, str]], text: str) -> str:
     return "".join(f"{t} ({label}).\n" for t, label in demos) + f"{text} ("
 
 
+def demonstrations(task: Task, shots: int, seed: int = 0) -> list[Example]:
+    """``shots`` training examples of each class of ``task``, drawn with ``seed`` and shuffled: what
+    :func:`in_context_accuracy` puts in the context, and so the labels a fair comparison fine-tunes
+    on."""
+    rng = random.Random(seed)
+    demos = [e for c in range(len(task.labels))
+             for e in rng.sample([e for e in task.train if e.label == c], shots)]
+    rng.shuffle(demos)
+    return demos
+
+
 @torch.no_grad()
 def in_context_accuracy(checkpoint, task: Task, shots: int, seed: int = 0, n: int | None = None) -> float:
     """Test accuracy of a GPT that reads ``shots`` labelled examples of each class in its context
     before every test example and answers with the label it finds most probable next: GPT-3's
-    in-context learning, no weight updated. The demonstrations are drawn from ``task.train`` with
-    ``seed`` and shuffled; each label is scored by the mean log-probability of its tokens after
-    :func:`in_context_prompt`, and the prompt is cut from the left to leave room for the longest label
-    within the context. ``shots=0`` is zero-shot: the label's words alone. ``n`` test examples at most."""
+    in-context learning, no weight updated. The demonstrations are :func:`demonstrations`; each label
+    is scored by the mean log-probability of its tokens after :func:`in_context_prompt`. A prompt that
+    leaves no room for the longest label within the context is refused, never cut: a cut prompt would
+    lose demonstrations unseen. ``shots=0`` is zero-shot: the label's words alone. ``n`` test examples
+    at most."""
     tok, model = checkpoint.tokenizer, checkpoint.model
-    rng = random.Random(seed)
-    demos = [(e.text, task.labels[e.label]) for c in range(len(task.labels))
-             for e in rng.sample([e for e in task.train if e.label == c], shots)]
-    rng.shuffle(demos)
+    demos = [(e.text, task.labels[e.label]) for e in demonstrations(task, shots, seed)]
     labels = [tok.encode(label + ").") for label in task.labels]
     room = model.config.context - max(map(len, labels))
     test = task.test[:n]
-    rows = [tok.encode(in_context_prompt(demos, e.text))[-room:] + label for e in test for label in labels]
+    prompts = [tok.encode(in_context_prompt(demos, e.text)) for e in test]
+    if (longest := max(map(len, prompts))) > room:
+        raise ValueError(f"{shots} demonstration(s) per class and a test example take up to {longest} "
+                         f"tokens, more than the {room} the context leaves before a label: use shorter "
+                         "texts (Task.trimmed) or fewer shots")
+    rows = [prompt + label for prompt in prompts for label in labels]
     k = len(labels)
     scores = [float(lp[-len(labels[i % k]):].mean()) for i, lp in enumerate(row_log_probs(model, rows))]
     predicted = [max(range(k), key=lambda c: scores[i * k + c]) for i in range(len(test))]
