@@ -9,6 +9,11 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 fi
+# A CJK font, so that the screenshots of the zh-TW pages show their text (the readers' browsers have one).
+if ! fc-list :lang=zh 2>/dev/null | grep -q . && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y fonts-noto-cjk
+fi
 
 # torch first, and only where it is missing. The package asks for a version range (never ==) so that
 # Colab keeps its own build; resolved from that range on a fresh machine, pip would pick a multi-GB

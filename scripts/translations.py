@@ -24,6 +24,7 @@ The checks, each a function returning a list of problems in words:
     python scripts/translations.py --stale    # the stale ones, with the English diff
     python scripts/translations.py --store book/preface.md page preface.zh.md   # record a translation
     python scripts/translations.py --assemble DIR   # the zh-TW chapters and pages, written into DIR
+    python scripts/translations.py --build          # the zh-TW book, into _build/html/zh-TW
 
 :func:`assemble` builds the edition from the English files: the same code cells and stored outputs
 (nothing is executed again, so every glued number and figure is the English run's), with each
@@ -39,6 +40,7 @@ import difflib
 import hashlib
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -47,7 +49,13 @@ STORE = ROOT / "i18n" / "zh-TW"
 TERMS = STORE / "TERMS.md"
 # The pages of front matter the edition translates, beside every chapter.
 FRONT = ("book/preface.md", "book/how-to-run.md", "book/try.md", "book/running-bigger.md", "book/notation.md",
-         "book/glossary.md", "book/exercises.md", "book/status.md", "book/bibliography.md")
+         "book/glossary.md", "book/exercises.md", "book/status.md", "book/bibliography.md", "_toc.yml")
+# What the zh-TW book takes from the English one as it is: extensions, static files, the
+# bibliography, the API reference (not translated: it is the package's docstrings), the Colab edition
+# and the benchmarks' README, which the status page includes.
+SHARED = ("book/_ext", "book/_static", "book/references.bib", "book/api.md", "colab", "bench/README.md")
+# The zh-TW book's own settings, over the English _config.yml.
+TITLE = "2018 年的預訓練典範：GPT-1 對上 BERT"
 # Phrases that are Taiwan usage although OpenCC's phrase table proposes another: 國情咨文 is the
 # official name of the State of the Union address, 函數 the mathematical function (函式 is code's),
 # 文本 the text of natural-language processing, 殘差連接 the residual connection, 參數 a model's
@@ -219,12 +227,45 @@ def assemble(out: Path) -> dict[str, int]:
     return counts
 
 
+def book_tree(src: Path) -> None:
+    """The zh-TW book's sources in ``src``: the assembled chapters and pages (:func:`assemble`), links
+    to what it shares with the English book (:data:`SHARED`), and the English configuration with the
+    title, the language (the theme's own strings in Chinese) and the figure numbers in Chinese."""
+    import yaml
+
+    shutil.rmtree(src, ignore_errors=True)
+    assemble(src)
+    for name in SHARED:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).symlink_to(ROOT / name)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["title"] = TITLE
+    sphinx = config["sphinx"]["config"]
+    sphinx.update(language="zh_TW", numfig_format={"figure": "圖 %s"})
+    text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+    (src / "_config.yml").write_text(text, encoding="utf-8")
+
+
+def build(out: Path = ROOT / "_build" / "html" / "zh-TW") -> None:
+    """Build the zh-TW book (warnings as errors, as the English one) and put its HTML in ``out``."""
+    import subprocess
+    import sys
+
+    src = ROOT / "_build" / "zh-TW-src"
+    book_tree(src)
+    jupyter_book = shutil.which("jupyter-book") or str(Path(sys.executable).parent / "jupyter-book")
+    subprocess.run([jupyter_book, "build", str(src), "--warningiserror", "--keep-going"], check=True)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(src / "_build" / "html", out)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stale", action="store_true", help="print the stale units with their English diff")
     parser.add_argument("--store", nargs=3, metavar=("SOURCE", "KEY", "FILE"),
                         help="record FILE's text as the translation of unit KEY of SOURCE")
     parser.add_argument("--assemble", type=Path, metavar="DIR", help="write the zh-TW edition into DIR")
+    parser.add_argument("--build", action="store_true", help="build the zh-TW book into _build/html/zh-TW")
     args = parser.parse_args(argv)
     if args.store:
         source, key, text = args.store
@@ -232,6 +273,9 @@ def main(argv=None) -> None:
         return
     if args.assemble:
         print(json.dumps(assemble(args.assemble), indent=1))
+        return
+    if args.build:
+        build()
         return
     for path in sources():
         counts = sorted(Counter(status(path).values()).items())

@@ -220,6 +220,34 @@ def test_page_in_dark_mode(name: str, server: str, browser):
     assert errors == [], errors
 
 
+COUNT_RESULTS = """() => ({figures: document.querySelectorAll('article img').length,
+    glued: document.querySelectorAll('article .pasted-text, article .pasted-inline').length})"""
+
+
+def test_the_language_switch_leads_to_the_same_page_in_chinese_and_back(server: str, browser, site: Path):
+    """The zh-TW book is built beside the English one; a chapter there shows the English run's figures
+    and glued numbers, and each page links to its counterpart."""
+    assert (site / "zh-TW" / "book" / "preface.html").is_file()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    chapter = "chapters/02_one_skeleton.html"
+    page.goto(f"{server}/{chapter}", wait_until="load")
+    english = page.evaluate(COUNT_RESULTS)
+    assert english["figures"] > 0 and english["glued"] > 0, english
+    link = page.locator("p.language-switch a")
+    assert link.inner_text() == "中文（臺灣）"
+    link.click()
+    page.wait_for_load_state("load")
+    assert page.url == f"{server}/zh-TW/{chapter}"
+    assert page.evaluate("document.documentElement.lang").startswith("zh")
+    assert page.evaluate(COUNT_RESULTS) == english  # the same run: nothing re-executed, nothing lost
+    page.locator("p.language-switch a").click()
+    page.wait_for_load_state("load")
+    assert page.url == f"{server}/{chapter}"
+    page.goto(f"{server}/zh-TW/book/preface.html", wait_until="load")
+    assert "預訓練" in page.locator("article").inner_text()  # a translated page reads in Chinese
+    page.close()
+
+
 # A word that only chapter 2 uses, and the page the search must list for it.
 SEARCH_WORD, SEARCH_PAGE = "skeleton", "chapters/02_one_skeleton.html"
 
