@@ -29,6 +29,7 @@ from .config import model_config
 from .finetune import last_token_states
 from .inputs import IGNORE
 from .model import Block, build, causal_mask, pooler
+from .objectives import rtd_targets
 from .tokenizer import SPECIAL_TOKENS, merge_pair
 
 EXERCISES: dict[str, tuple[str, Callable]] = {}  #: exercise label -> (what a pass says, its judge)
@@ -547,15 +548,6 @@ def _judge_cls_head(fn):
     return _first_difference(yours, ours, "the class logits (B, n_classes)")
 
 
-def rtd_targets(original: torch.Tensor, corrupted: torch.Tensor, chosen: torch.Tensor,
-                pad_mask: torch.Tensor) -> torch.Tensor:
-    """ELECTRA's targets: 1.0 where the generator's sample, at the ``chosen`` positions, replaced the
-    ``original`` token in ``corrupted``; 0.0 where the token is the original (a sample that drew the
-    original back counts as original); -1.0 at padding, which the loss skips. All (B, T)."""
-    targets = (corrupted != original).float()
-    return targets.masked_fill(pad_mask == 0, -1.0)
-
-
 @exercise("ex-09-rtd-targets", "targets agree with ELECTRA's")
 def _judge_rtd_targets(fn):
     g = torch.Generator().manual_seed(0)
@@ -567,7 +559,7 @@ def _judge_rtd_targets(fn):
     chosen &= pad_mask == 1
     assert (chosen & (corrupted == original)).any()  # some samples drew the original back
     yours = _call(fn, original, corrupted, chosen, pad_mask)
-    ours = rtd_targets(original, corrupted, chosen, pad_mask)
+    ours = rtd_targets(original, corrupted, pad_mask)  # the package's own, which needs no chosen
     if _matches(yours, ours):
         return None
     padded = pad_mask == 0

@@ -82,6 +82,13 @@ class ReplacedTokenDetection(nn.Module):
         self.head = nn.Linear(cfg.d_model, 1)  # one logit per position: "this token was replaced"
 
 
+def rtd_targets(original: torch.Tensor, corrupted: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:
+    """ELECTRA's targets (B, T): 1.0 where ``corrupted`` differs from ``original`` (a generator's sample
+    that drew the original back counts as original), 0.0 where it does not, -1.0 at padding, which the
+    loss skips."""
+    return (corrupted != original).float().masked_fill(pad_mask == 0, -1.0)
+
+
 def rtd_loss(model: ReplacedTokenDetection, batch: Batch, weight: float = RTD_WEIGHT):
     """The generator's MLM loss plus ``weight`` times the discriminator's, a binary cross-entropy over
     every real position (not only the chosen 15%: where ELECTRA's efficiency comes from), and the
@@ -96,12 +103,12 @@ def rtd_loss(model: ReplacedTokenDetection, batch: Batch, weight: float = RTD_WE
     corrupted = original.clone()
     with torch.no_grad():
         corrupted[chosen] = torch.distributions.Categorical(logits=gen).sample()
-    replaced = (corrupted != original).float()
+    targets = rtd_targets(original, corrupted, pad)
     hidden = model.discriminator(corrupted, segments=segments, pad_mask=pad, predict=False, nsp=False).hidden
     logits = model.head(hidden).squeeze(-1).float()
-    real = pad.bool() if pad is not None else torch.ones_like(chosen)
-    rtd = F.binary_cross_entropy_with_logits(logits[real], replaced[real])
+    real = targets >= 0
+    rtd = F.binary_cross_entropy_with_logits(logits[real], targets[real])
     metrics = dict(mlm_loss=mlm.detach(), mlm_accuracy=(gen.argmax(-1) == labels[chosen]).float().mean(),
-                   rtd_loss=rtd.detach(), replaced=replaced[real].mean(),
-                   rtd_accuracy=((logits[real] > 0).float() == replaced[real]).float().mean())
+                   rtd_loss=rtd.detach(), replaced=targets[real].mean(),
+                   rtd_accuracy=((logits[real] > 0).float() == targets[real]).float().mean())
     return mlm + weight * rtd, metrics
