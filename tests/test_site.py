@@ -315,20 +315,20 @@ def _shown(page, name: str, text: str) -> list[int]:
     return [int(i) for i in ids]
 
 
-def test_try_page_runs_both_models_with_the_network_blocked(server: str, browser, site: Path):
-    """Three typed sentences: the page's top 5 are the package's, and no request leaves localhost."""
+def _offline_page(browser, url: str):
+    """A browser page on ``url`` whose requests outside localhost are refused and recorded; returns the
+    page, then the console's errors, the refused URLs and every URL asked, as lists filled as it runs."""
     from urllib.parse import urlparse
 
     errors, outside, asked = [], [], []
     page = browser.new_page(viewport={"width": 1280, "height": 900})
 
     def only_local(route):
-        url = route.request.url
-        asked.append(url)
-        if urlparse(url).hostname in LOCAL:
+        asked.append(route.request.url)
+        if urlparse(route.request.url).hostname in LOCAL:
             route.continue_()
         else:
-            outside.append(url)
+            outside.append(route.request.url)
             route.abort()
 
     page.route("**/*", only_local)
@@ -336,8 +336,16 @@ def test_try_page_runs_both_models_with_the_network_blocked(server: str, browser
         "Failed to load resource") and errors.append(msg.text))
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     MISSING.clear()
-    page.goto(f"{server}/{TRY_PAGE}", wait_until="load")
+    page.goto(url, wait_until="load")
     page.wait_for_selector(".bertgpt-try[data-ready='true']")
+    return page, errors, outside, asked
+
+
+def test_try_page_runs_both_models_with_the_network_blocked(server: str, browser, site: Path):
+    """Three typed sentences: the page's top 5 are the package's, and no request leaves localhost."""
+    from urllib.parse import urlparse
+
+    page, errors, outside, asked = _offline_page(browser, f"{server}/{TRY_PAGE}")
     box = "[data-panel='fill-mask'] input"
     # the page's first example, then the same sentence with only the words after its blank changed:
     # bert-mini's list moves, gpt-mini's (which reads the words before the blank) does not
@@ -376,6 +384,27 @@ def test_try_page_runs_both_models_with_the_network_blocked(server: str, browser
     assert any(u.endswith(".wasm") for u in asked) and any(u.endswith("gpt-mini.onnx") for u in asked)
     assert errors == [], errors
     assert MISSING == [], f"files not found: {MISSING}"
+
+
+def test_the_chinese_try_page_speaks_chinese_and_its_models_answer_offline(server: str, browser, site: Path):
+    """The zh-TW book's Try page: the widget's words are Chinese (book/web/src/words.js), its note states
+    the zh-TW site's own download in Chinese, and the models give the package's top 5, offline."""
+    page, errors, outside, _ = _offline_page(browser, f"{server}/zh-TW/{TRY_PAGE}")
+    assert page.inner_text("[data-tab='fill-mask']") == "填空"
+    assert "讀空格的兩側" in page.inner_text("[data-panel='fill-mask'] h4")
+    text = TRY_SENTENCES[0]
+    page.fill("[data-panel='fill-mask'] input", text)
+    expected = python_top5(text)
+    for name in ("bert-mini", "gpt-mini"):
+        assert _shown(page, name, text) == expected[name], name
+    assert "毫秒" in page.inner_text("[data-panel='fill-mask'] .bertgpt-status")
+    built = site / "zh-TW" / "_static" / "try"
+    total = sum(f.stat().st_size for f in built.rglob("*") if f.is_file())
+    stated = page.inner_text(".bertgpt-try-note")
+    assert f"下載 {total / 1e6:.1f} MB" in stated, f"{stated!r}: not the {total:,} bytes built"
+    page.screenshot(path=str(SCREENSHOTS / "try-live-zh-TW.png"), full_page=True)
+    page.close()
+    assert outside == [] and errors == [] and MISSING == [], (outside, errors, MISSING)
 
 
 def test_try_page_without_javascript_shows_the_packages_example(server: str, browser):

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "book" / "web"
 RUNTIME = WEB / "node_modules" / "onnxruntime-web" / "dist"
 RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
-WIDGET_FILES = ("try.js", "tokenizer.js", "try.css")
+WIDGET_FILES = ("try.js", "words.js", "tokenizer.js", "try.css")
 MODES = dict(WIDGET_MODES)  # what each part of the widget runs
 MODES["all"] = tuple(dict.fromkeys(m for models in MODES.values() for m in models))
 STATIC = "try"  # under _static/
@@ -154,37 +154,58 @@ def _examples() -> dict:
     }
 
 
-def _static_html(mode: str, examples: dict) -> str:
+#: The words the page writes around the widget, in the book's language (the widget's own are in
+#: book/web/src/words.js). The models answer in English in both books: they read English only.
+WORDS = {
+    "en": dict(
+        intro="<strong>The models run in the page with JavaScript.</strong> Without it, here is what they "
+              "answer, computed when the book was built.",
+        fill="Fill the blank", both="bert-mini (both sides)", before="gpt-mini (text before the blank)",
+        sample="Next words, one sample of gpt-mini (temperature {temperature}, top-k {top_k})",
+        maps="The attention maps are drawn by JavaScript only; chapter 2 draws the same kind of map as "
+             "figures.",
+        note="The models run in your browser, with onnxruntime-web: no server and no kernel. The first "
+             "answer downloads {total} ({gzip} where the server compresses files): the runtime ({runtime}) "
+             "and {models}. Nothing is sent anywhere.",
+        **{"and": ", "}),
+    "zh": dict(
+        intro="<strong>模型要靠 JavaScript 在網頁中執行。</strong>"
+              "沒有 JavaScript 時，這裡是建置本書時算出的答案。",
+        fill="填空", both="bert-mini（讀兩側）", before="gpt-mini（只讀空格之前的文字）",
+        sample="接下來的詞：gpt-mini 的一個樣本（溫度 {temperature}，top-k {top_k}）",
+        maps="注意力圖只能由 JavaScript 畫出；第 2 章以圖的形式畫出同一種圖。",
+        note="模型在你的瀏覽器中以 onnxruntime-web 執行：沒有伺服器，也沒有核心。第一次作答要下載 {total}"
+             "（伺服器壓縮檔案時為 {gzip}）：執行環境（{runtime}）以及 {models}。不會傳送任何資料。",
+        **{"and": "、"}),
+}
+
+
+def _static_html(mode: str, examples: dict, say: dict) -> str:
     """The example as plain HTML: what a reader without JavaScript sees."""
     e = html.escape
-    parts = ['<div class="bertgpt-static"><p><strong>The models run in the page with JavaScript.</strong> '
-             "Without it, here is what they answer, computed when the book was built.</p>"]
+    parts = [f'<div class="bertgpt-static"><p>{say["intro"]}</p>']
     if mode in ("fill-mask", "all"):
         f = examples["fill-mask"]
         rows = "".join(f"<tr><td>{k + 1}</td><td><code>{e(b[0])}</code> {100 * b[1]:.1f}%</td>"
                        f"<td><code>{e(g[0])}</code> {100 * g[1]:.1f}%</td></tr>"
                        for k, (b, g) in enumerate(zip(f["bert-mini"], f["gpt-mini"])))
-        parts.append(f"<p>Fill the blank: <em>{e(f['text'])}</em></p>"
-                     '<table class="table"><thead><tr><th></th>'
-                     "<th>bert-mini (both sides)</th><th>gpt-mini (text before the blank)</th></tr></thead>"
-                     f"<tbody>{rows}</tbody></table>")
+        parts.append(f"<p>{say['fill']}: <em>{e(f['text'])}</em></p>"
+                     f'<table class="table"><thead><tr><th></th><th>{say["both"]}</th>'
+                     f'<th>{say["before"]}</th></tr></thead><tbody>{rows}</tbody></table>')
     if mode in ("next-words", "all"):
         n = examples["next-words"]
-        parts.append(f"<p>Next words, one sample of gpt-mini (temperature {n['temperature']}, top-k "
-                     f"{n['top_k']}): {e(n['prompt'])}<mark>{e(n['sample'])}</mark></p>")
+        parts.append(f"<p>{say['sample'].format(**n)}: {e(n['prompt'])}<mark>{e(n['sample'])}</mark></p>")
     if mode in ("attention", "all"):
-        parts.append("<p>The attention maps are drawn by JavaScript only; chapter 2 draws the same kind of "
-                     "map as figures.</p>")
+        parts.append(f"<p>{say['maps']}</p>")
     return "".join(parts) + "</div>"
 
 
-def _note(sizes: dict, mode: str) -> str:
+def _note(sizes: dict, mode: str, say: dict) -> str:
     s = sizes[mode]
-    models = ", ".join(f"{m} ({_mb(b)})" for m, b in s["models"].items())
-    return ('<p class="bertgpt-try-note">The models run in your browser, with onnxruntime-web: no server '
-            f"and no kernel. The first answer downloads {_mb(s['bytes'])} ({_mb(s['gzip'])} where the server "
-            f"compresses files): the runtime ({_mb(s['runtime'])}) and {models}. "
-            "Nothing is sent anywhere.</p>")
+    models = say["and"].join(f"{m} ({_mb(b)})" for m, b in s["models"].items())
+    text = say["note"].format(total=_mb(s["bytes"]), gzip=_mb(s["gzip"]), runtime=_mb(s["runtime"]),
+                              models=models)
+    return f'<p class="bertgpt-try-note">{text}</p>'
 
 
 class TryModels(SphinxDirective):
@@ -202,12 +223,12 @@ class TryModels(SphinxDirective):
         sizes = getattr(self.env, "bertgpt_try_sizes", None)
         if sizes is None:
             raise self.error("try-models: the widget's files were not staged (an HTML build stages them)")
-        examples = _examples()
+        examples, say = _examples(), WORDS["zh" if (self.config.language or "").startswith("zh") else "en"]
         wanted = examples if mode == "all" else {mode: examples[mode]}
         data = json.dumps(wanted).replace("</", "<\\/")
-        body = (f'<div class="bertgpt-try" data-mode="{mode}">{_static_html(mode, examples)}'
+        body = (f'<div class="bertgpt-try" data-mode="{mode}">{_static_html(mode, examples, say)}'
                 f'<script type="application/json" class="bertgpt-try-example">{data}</script>'
-                f"{_note(sizes, mode)}</div>")
+                f"{_note(sizes, mode, say)}</div>")
         return [nodes.raw("", body, format="html")]
 
 

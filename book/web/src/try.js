@@ -9,9 +9,11 @@
 // fetched from anywhere else; before the reader first asks a model something, only the manifest.
 
 import { Tokenizer } from "./tokenizer.js";
+import { words } from "./words.js";
 
 const BASE = new URL(".", import.meta.url);
 const TOP = 5;
+const SAY = words(); // the interface in the page's language (words.js)
 const state = { manifest: null, ort: null, models: new Map(), queue: Promise.resolve(), timings: [] };
 window.bertgptTry = state; // read by bench/browser_latency.py and the site test
 
@@ -106,11 +108,11 @@ const BLANK = /_{3,}|\[MASK\]/g;
 
 async function fillMask(text, [bertName, gptName]) {
   const blanks = text.match(BLANK) || [];
-  if (blanks.length !== 1) throw new Error("Write one blank, as ___ or [MASK].");
+  if (blanks.length !== 1) throw new Error(SAY.oneBlank);
   const [bert, gpt] = await Promise.all([load(bertName), load(gptName)]);
   const masked = text.replace(BLANK, "[MASK]");
   const ids = [bert.tokenizer.clsId, ...bert.tokenizer.encode(masked), bert.tokenizer.sepId];
-  if (ids.length > bert.spec.context) throw new Error(`The text is too long: at most ${bert.spec.context - 2} tokens.`);
+  if (ids.length > bert.spec.context) throw new Error(SAY.tooLong(bert.spec.context - 2));
   const before = masked.slice(0, masked.indexOf("[MASK]"));
   const prefix = context(gpt.spec, gpt.tokenizer.encode(before));
   const gptIds = prefix.length ? prefix : [gpt.tokenizer.sepId]; // as generate(): an empty text starts at [SEP]
@@ -136,7 +138,7 @@ function candidates(list, answer, text) {
 
 function fillMaskPanel(example, names) {
   const [bert, gpt] = names; // the bidirectional model, then the left-to-right one
-  const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": "A sentence with one blank",
+  const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": SAY.blankAria,
     value: example?.text ?? "The ___ has been ratified by the Senate." });
   const lists = {};
   const column = (name, title) => {
@@ -145,29 +147,28 @@ function fillMaskPanel(example, names) {
   };
   const status = el("p", { class: "bertgpt-status", role: "status" });
   const panel = el("div", { class: "bertgpt-panel", "data-panel": "fill-mask" },
-    el("label", {}, "Type a sentence with one blank (", el("code", {}, "___"), " or ", el("code", {}, "[MASK]"), "):"),
+    el("label", {}, ...SAY.typeBlank(el("code", {}, "___"), el("code", {}, "[MASK]"))),
     input,
     el("div", { class: "bertgpt-columns" },
-      column(bert, `${bert} reads both sides of the blank`),
-      column(gpt, `${gpt} reads only the text before it`)),
+      column(bert, SAY.bothSides(bert)),
+      column(gpt, SAY.beforeOnly(gpt))),
     status);
   if (example) {
     for (const name of names) {
       candidates(lists[name], { top: example[name].map(([token, p, id]) => ({ id, p, token })) }, example.text);
     }
-    status.textContent = "Computed when the book was built. Type to run the models in your browser.";
+    status.textContent = SAY.builtExample;
   }
   const update = async () => {
     const text = input.value;
-    status.textContent = state.models.size ? "Running…" : "Loading the models…";
+    status.textContent = state.models.size ? SAY.running : SAY.loading;
     try {
       const answers = await fillMask(text, names);
       if (input.value !== text) return; // the reader typed on: a newer answer comes
       for (const name of names) candidates(lists[name], answers[name], text);
       const first = text.search(BLANK) === 0 || !text.slice(0, text.search(BLANK)).trim();
-      status.textContent = `${bert} answered in ${answers[bert].ms.toFixed(0)} ms, ` +
-        `${gpt} in ${answers[gpt].ms.toFixed(0)} ms, in your browser.` +
-        (first ? ` Nothing comes before the blank, so ${gpt} read only the start of a document ([SEP]).` : "");
+      status.textContent = SAY.answered(bert, answers[bert].ms.toFixed(0), gpt, answers[gpt].ms.toFixed(0)) +
+        (first ? SAY.nothingBefore(gpt) : "");
     } catch (error) {
       status.textContent = error.message;
     }
@@ -202,23 +203,22 @@ function slider(label, attrs, format) {
 }
 
 function nextWordsPanel(example, [writer]) {
-  const input = el("textarea", { class: "bertgpt-input", rows: "2", "aria-label": "The text to continue" });
+  const input = el("textarea", { class: "bertgpt-input", rows: "2", "aria-label": SAY.continueAria });
   input.value = example?.prompt ?? "The state of the Union";
-  const [temperature, temperatureLabel] = slider("temperature", { min: "0", max: "2", step: "0.1",
+  const [temperature, temperatureLabel] = slider(SAY.temperature, { min: "0", max: "2", step: "0.1",
     value: String(example?.temperature ?? 0.8), "data-control": "temperature" }, (v) => Number(v).toFixed(1));
   const [topk, topkLabel] = slider("top-k", { min: "1", max: "50", step: "1", value: String(example?.top_k ?? 20),
     "data-control": "top-k" }, (v) => v);
   const output = el("p", { class: "bertgpt-continuation" });
   const status = el("p", { class: "bertgpt-status", role: "status" });
-  const button = el("button", { type: "button", class: "bertgpt-button" }, "Continue the text");
+  const button = el("button", { type: "button", class: "bertgpt-button" }, SAY.continueButton);
   if (example) {
     output.replaceChildren(el("span", {}, example.prompt), el("mark", {}, example.sample));
-    status.textContent = `One sample, drawn when the book was built (temperature ${example.temperature}, ` +
-      `top-k ${example.top_k}). Press the button to sample in your browser.`;
+    status.textContent = SAY.oneSample(example.temperature, example.top_k);
   }
   button.addEventListener("click", async () => {
     button.disabled = true;
-    status.textContent = state.models.has(writer) ? "Writing…" : `Loading ${writer}…`;
+    status.textContent = state.models.has(writer) ? SAY.writing : SAY.loadingOne(writer);
     try {
       const gpt = await load(writer);
       const prompt = input.value;
@@ -237,7 +237,7 @@ function nextWordsPanel(example, [writer]) {
         mark.textContent = ` ${gpt.tokenizer.decode(added)}`;
       }
       output.dataset.text = prompt;
-      status.textContent = "Each press draws another sample. Temperature 0 always takes the most probable token.";
+      status.textContent = SAY.eachPress;
     } catch (error) {
       status.textContent = error.message;
     } finally {
@@ -245,7 +245,7 @@ function nextWordsPanel(example, [writer]) {
     }
   });
   return el("div", { class: "bertgpt-panel", "data-panel": "next-words" },
-    el("label", {}, "Type the start of a text:"), input,
+    el("label", {}, SAY.typeStart), input,
     el("div", { class: "bertgpt-controls" }, temperatureLabel, topkLabel, button), output, status);
 }
 
@@ -294,22 +294,22 @@ function heatmap(canvas, weights, labels, caption) {
     const j = Math.floor((event.clientX - box.left - margin) / cell);
     const i = Math.floor((event.clientY - box.top - margin) / cell);
     if (i >= 0 && j >= 0 && i < n && j < n) {
-      caption.textContent = `“${labels[i]}” reads “${labels[j]}” with weight ${weights[i * n + j].toFixed(2)}`;
+      caption.textContent = SAY.reads(labels[i], labels[j], weights[i * n + j].toFixed(2));
     }
   };
 }
 
 function attentionPanel(example, [causal, bidirectional]) {
-  const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": "A sentence",
+  const input = el("input", { type: "text", class: "bertgpt-input", "aria-label": SAY.sentenceAria,
     value: example?.text ?? "The state of the Union is strong." });
-  const layer = el("select", { "aria-label": "layer", "data-control": "layer" });
-  const head = el("select", { "aria-label": "head", "data-control": "head" });
-  for (let i = 0; i < (example?.n_layer ?? 4); i++) layer.append(el("option", { value: String(i) }, `layer ${i}`));
-  head.append(el("option", { value: "mean" }, "mean of the heads"));
-  for (let i = 0; i < (example?.n_head ?? 4); i++) head.append(el("option", { value: String(i) }, `head ${i}`));
+  const layer = el("select", { "aria-label": SAY.layerAria, "data-control": "layer" });
+  const head = el("select", { "aria-label": SAY.headAria, "data-control": "head" });
+  for (let i = 0; i < (example?.n_layer ?? 4); i++) layer.append(el("option", { value: String(i) }, SAY.layer(i)));
+  head.append(el("option", { value: "mean" }, SAY.meanHeads));
+  for (let i = 0; i < (example?.n_head ?? 4); i++) head.append(el("option", { value: String(i) }, SAY.head(i)));
   const maps = {};
   const caption = el("p", { class: "bertgpt-status", role: "status" },
-    "Type a sentence, then point at a square: row = the position reading, column = the position read.");
+    SAY.typeThenPoint);
   const figure = (name, title) => {
     maps[name] = el("canvas", { class: "bertgpt-map", "data-model": name });
     return el("div", { class: "bertgpt-column" }, el("h4", {}, title), maps[name]);
@@ -331,7 +331,7 @@ function attentionPanel(example, [causal, bidirectional]) {
   };
   const update = async () => {
     const text = input.value;
-    caption.textContent = state.models.size ? "Running…" : "Loading the models…";
+    caption.textContent = state.models.size ? SAY.running : SAY.loading;
     try {
       const models = await Promise.all([load(causal), load(bidirectional)]);
       for (const model of models) {
@@ -345,7 +345,7 @@ function attentionPanel(example, [causal, bidirectional]) {
       }
       if (input.value !== text) return;
       draw();
-      caption.textContent = "Point at a square: row = the position reading, column = the position read.";
+      caption.textContent = SAY.point;
     } catch (error) {
       caption.textContent = error.message;
     }
@@ -354,12 +354,12 @@ function attentionPanel(example, [causal, bidirectional]) {
   layer.addEventListener("change", draw);
   head.addEventListener("change", draw);
   const panel = el("div", { class: "bertgpt-panel", "data-panel": "attention" },
-    el("label", {}, "Type a sentence:"), input,
+    el("label", {}, SAY.typeSentence), input,
     el("div", { class: "bertgpt-controls" }, layer, head,
-      el("button", { type: "button", class: "bertgpt-button", onclick: update }, "Draw the maps")),
+      el("button", { type: "button", class: "bertgpt-button", onclick: update }, SAY.drawMaps)),
     el("div", { class: "bertgpt-columns" },
-      figure(causal, `reads its left only (${causal})`),
-      figure(bidirectional, `reads both sides (${bidirectional})`)),
+      figure(causal, SAY.leftOnly(causal)),
+      figure(bidirectional, SAY.bothSidesMap(bidirectional))),
     caption);
   return panel;
 }
@@ -388,8 +388,7 @@ function debounce(action, ms = 250) {
   };
 }
 
-const PANELS = { "fill-mask": ["Fill the blank", fillMaskPanel], "next-words": ["Next words", nextWordsPanel],
-  attention: ["Attention", attentionPanel] };
+const PANELS = { "fill-mask": fillMaskPanel, "next-words": nextWordsPanel, attention: attentionPanel };
 
 async function mount(root) {
   const named = (await manifest()).modes; // the models each panel runs
@@ -398,13 +397,13 @@ async function mount(root) {
   const exampleNode = root.querySelector("script.bertgpt-try-example");
   const examples = exampleNode ? JSON.parse(exampleNode.textContent) : {};
   const note = root.querySelector(".bertgpt-try-note");
-  const panels = modes.map((m) => PANELS[m][1](examples[m], named[m]));
+  const panels = modes.map((m) => PANELS[m](examples[m], named[m]));
   const widget = el("div", { class: "bertgpt-widget" });
   if (panels.length > 1) {
     const tabs = el("div", { class: "bertgpt-tabs", role: "tablist" });
     modes.forEach((m, i) => {
       const tab = el("button", { type: "button", role: "tab", "data-tab": m, "aria-selected": String(i === 0) },
-        PANELS[m][0]);
+        SAY.tabs[m]);
       tab.addEventListener("click", () => {
         panels.forEach((p, j) => { p.hidden = j !== i; });
         tabs.querySelectorAll("button").forEach((b, j) => b.setAttribute("aria-selected", String(j === i)));
