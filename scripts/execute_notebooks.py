@@ -219,11 +219,13 @@ def record_status(name: str, record: dict, cold: bool) -> None:
     STATUS_JSON.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(STATUS_JSON, json.dumps(records, indent=2, sort_keys=True) + "\n")
     write_atomically(STATUS_MD, status_markdown(records))
-    if cold:
+    if cold:  # the table of both READMEs: the zh-TW one takes it as it is (scripts/translations.py)
         table = cold_times_markdown(records)
-        readme = replace_between(README.read_text(encoding="utf-8"), "<!-- cold-times:start -->",
-                                 "<!-- cold-times:end -->", table)
-        write_atomically(README, readme)
+        for readme in (README, README.with_name("README.zh-TW.md")):
+            if readme.exists():
+                text = replace_between(readme.read_text(encoding="utf-8"), "<!-- cold-times:start -->",
+                                       "<!-- cold-times:end -->", table)
+                write_atomically(readme, text)
 
 
 def main(argv: list[str] | None = None) -> int:

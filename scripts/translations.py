@@ -18,13 +18,16 @@ The checks, each a function returning a list of problems in words:
   text: a Simplified character or a mainland usage slipped in (the phrases of :data:`SCRIPT_ALLOW`
   excepted);
 - :func:`term_problems`: an English term of ``i18n/zh-TW/TERMS.md`` appears in the source but its
-  Chinese form from the table does not appear in the translation.
+  Chinese form from the table does not appear in the translation;
+- :func:`emphasis_problems`: bold that CommonMark would leave as asterisks, as it does after
+  full-width punctuation (``**問題：**哪``).
 
     python scripts/translations.py            # every unit: current, stale or missing, per file
     python scripts/translations.py --stale    # the stale ones, with the English diff
     python scripts/translations.py --store book/preface.md page preface.zh.md   # record a translation
     python scripts/translations.py --assemble DIR   # the zh-TW chapters and pages, written into DIR
     python scripts/translations.py --build          # the zh-TW book, into _build/html/zh-TW
+    python scripts/translations.py --readme         # README.zh-TW.md, from README.md's translation
 
 :func:`assemble` builds the edition from the English files: the same code cells and stored outputs
 (nothing is executed again, so every glued number and figure is the English run's), with each
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import hashlib
 import json
 import re
@@ -49,7 +53,10 @@ STORE = ROOT / "i18n" / "zh-TW"
 TERMS = STORE / "TERMS.md"
 # The pages of front matter the edition translates, beside every chapter.
 FRONT = ("book/preface.md", "book/how-to-run.md", "book/try.md", "book/running-bigger.md", "book/notation.md",
-         "book/glossary.md", "book/exercises.md", "book/status.md", "book/bibliography.md", "_toc.yml")
+         "book/glossary.md", "book/exercises.md", "book/status.md", "book/bibliography.md", "_toc.yml",
+         "README.md")
+# The README's edition, beside it: what GitHub shows a Chinese reader (:func:`readme`, ``--readme``).
+README_ZH = ROOT / "README.zh-TW.md"
 # What the zh-TW book takes from the English one as it is: extensions, static files, the
 # bibliography, the API reference (not translated: it is the package's docstrings), the Colab edition
 # and the benchmarks' README, which the status page includes.
@@ -57,11 +64,13 @@ SHARED = ("book/_ext", "book/_static", "book/references.bib", "book/api.md", "co
 # The zh-TW book's own settings, over the English _config.yml.
 TITLE = "2018 年的預訓練典範：GPT-1 對上 BERT"
 # Phrases that are Taiwan usage although OpenCC's phrase table proposes another: 國情咨文 is the
-# official name of the State of the Union address, 函數 the mathematical function (函式 is code's),
-# 文本 the text of natural-language processing, 殘差連接 the residual connection, 參數 a model's
-# parameters (OpenCC's 引數 is a function's argument), 分布 the Ministry of Education's form, and
-# 變更執行階段類型 Colab's own menu item in Traditional Chinese.
-SCRIPT_ALLOW = ("國情咨文", "函數", "文本", "殘差連接", "參數", "分布", "變更執行階段類型")
+# official name of the State of the Union address (咨文 an address), 函數 the mathematical function
+# (函式 is code's), 文本 the text of natural-language processing, 殘差連接 the residual connection,
+# 參數 a model's parameters (OpenCC's 引數 is a function's argument), 分布 the Ministry of Education's
+# form, 項目 an item (OpenCC's 專案 is a project), 局部 local, 映射 a mapping and 綁定 tying, as
+# Taiwan's mathematics and computing write them, and 變更執行階段類型 Colab's own menu item.
+SCRIPT_ALLOW = ("國情咨文", "咨文", "函數", "文本", "殘差連接", "參數", "分布", "項目", "局部", "映射",
+                "綁定", "變更執行階段類型")
 
 # What a translation keeps verbatim: roles with their argument (a {term}'s target only), labels and
 # names, directive names, inline and display math.
@@ -69,6 +78,14 @@ _ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
 _LABEL = re.compile(r"^\(([\w-]+)\)=$|^:(?:label|name): *(\S+)$", re.M)
 _DIRECTIVE = re.compile(r"^`{3,}\{([\w-]+)\}", re.M)
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+# Code: a fenced block that is not a directive (```python, not ```{note}), a fence line, an inline span.
+_CODE_BLOCK = re.compile(r"^(`{3,}|~{3,})(?!\{)[^\n]*\n.*?^\1[ \t]*$", re.S | re.M)
+_FENCE_LINE = re.compile(r"^(?:`{3,}|~{3,}).*$|^:[\w-]+:.*$", re.M)  # and a directive's option lines
+_CODE_SPAN = re.compile(r"`[^`]*`")
+# Regions a script rewrites, between the lines <!-- NAME:start --> and <!-- NAME:end --> (the status
+# page's run times, the README's first-run times), are not translated: a unit leaves their content
+# out, and the edition takes it from the English as it is at assembly.
+_GENERATED = re.compile(r"^(<!-- ([\w-]+):start -->\n).*?^(<!-- \2:end -->)$", re.S | re.M)
 
 
 def sources() -> list[Path]:
@@ -81,7 +98,18 @@ def units(path: Path) -> dict[str, str]:
     if path.suffix == ".ipynb":
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         return {c["id"]: "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"}
-    return {"page": path.read_text(encoding="utf-8")}
+    return {"page": _GENERATED.sub(r"\1\3", path.read_text(encoding="utf-8"))}
+
+
+def _prose(text: str) -> str:
+    """``text`` without its code (blocks, fence and option lines, inline spans): what is read as prose."""
+    return _CODE_SPAN.sub(" ", _FENCE_LINE.sub(" ", _CODE_BLOCK.sub(" ", text)))
+
+
+def regenerated(chinese: str, english: str) -> str:
+    """``chinese`` with each generated region filled as ``english`` has it now."""
+    filled = {m.group(2): m.group(0) for m in _GENERATED.finditer(english)}
+    return _GENERATED.sub(lambda m: filled.get(m.group(2), m.group(0)), chinese)
 
 
 def digest(text: str) -> str:
@@ -116,14 +144,16 @@ def _kept(text: str) -> Counter:
     kept = Counter()
     for role, arg in _ROLE.findall(text):
         arg = " ".join(arg.split())
-        if role == "term":  # the text is translated; the glossary entry it links to is not
+        if role in ("term", "ref", "doc"):  # the text is translated; what it links to is not
             target = re.search(r"<([^>]+)>$", arg)
-            kept[f"{{term}} → {(target.group(1) if target else arg).lower()}"] += 1
+            target = target.group(1) if target else arg
+            kept[f"{{{role}}} → {target.lower() if role == 'term' else target}"] += 1
         else:
             kept[f"{{{role}}}`{arg}`"] += 1
     kept.update(f"label {a or b}" for a, b in _LABEL.findall(text))
     kept.update(f"directive {d}" for d in _DIRECTIVE.findall(text))
-    kept.update(f"math {' '.join(m.split())}" for m in _MATH.findall(text))
+    kept.update(f"math {' '.join(m.split())}" for m in _MATH.findall(_prose(text)))
+    kept.update(f"generated region {name}" for _, name, _ in _GENERATED.findall(text))
     return kept
 
 
@@ -136,15 +166,20 @@ def structure_problems(english: str, chinese: str) -> list[str]:
             + [f"adds {k}" for k in sorted((target - source).elements())])
 
 
+@functools.cache
+def _taiwan():
+    import opencc
+
+    return opencc.OpenCC("s2twp")
+
+
 def script_problems(chinese: str, allow: tuple[str, ...] = SCRIPT_ALLOW) -> list[str]:
     """Where OpenCC's Simplified-to-Taiwan conversion (``s2twp``) would change the text, outside
     math, code, roles and the ``allow`` phrases: each as "found → proposed"."""
-    import opencc
-
-    plain = _ROLE.sub(" ", _MATH.sub(" ", re.sub(r"`[^`]*`", " ", chinese)))
+    plain = _MATH.sub(" ", _prose(_ROLE.sub(" ", chinese)))
     for phrase in allow:
         plain = plain.replace(phrase, " ")
-    converted = opencc.OpenCC("s2twp").convert(plain)
+    converted = _taiwan().convert(plain)
     problems = []
     matcher = difflib.SequenceMatcher(None, plain, converted, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -152,6 +187,17 @@ def script_problems(chinese: str, allow: tuple[str, ...] = SCRIPT_ALLOW) -> list
             around = plain[max(0, i1 - 8):i2 + 8].strip()
             problems.append(f"{plain[i1:i2]} → {converted[j1:j2]} (in «{around}»)")
     return problems
+
+
+def emphasis_problems(chinese: str) -> list[str]:
+    """Where ``**`` would show as text: CommonMark does not close bold after full-width punctuation
+    when a character follows (``**問題：**哪``), so the page would print the asterisks."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").render(_FENCE_LINE.sub("", _CODE_BLOCK.sub("", chinese)))
+    text = re.sub(r"<code>.*?</code>", " ", html, flags=re.S)
+    return [f"bold not rendered in «{m.group(0)}»: put a space after the closing **"
+            for m in re.finditer(r".{0,12}\*\*.{0,12}", text)]
 
 
 def terms() -> dict[str, str]:
@@ -165,7 +211,7 @@ def term_problems(english: str, chinese: str, table: dict[str, str] | None = Non
     """The table's terms whose English appears in the source's prose (not in a role's argument or in
     code) while their Chinese form does not appear in the translation."""
     table = terms() if table is None else table
-    lowered = _ROLE.sub(" ", re.sub(r"`[^`]*`", " ", english)).lower()  # not in labels or code
+    lowered = _prose(_ROLE.sub(" ", english)).lower()  # not in labels or code
     return [f"“{en}” should be {zh}" for en, zh in table.items()
             if re.search(rf"\b{re.escape(en)}\b", lowered) and zh not in chinese]
 
@@ -184,7 +230,7 @@ def problems(path: Path) -> list[str]:
             found.append(f"{where}: stale, the English changed:\n{stale_diff(entry, english, where)}")
             continue
         for check in (structure_problems(english, entry["zh"]), script_problems(entry["zh"]),
-                      term_problems(english, entry["zh"])):
+                      term_problems(english, entry["zh"]), emphasis_problems(entry["zh"])):
             found += [f"{where}: {p}" for p in check]
     found += [f"{name}: translation of unit {k!r}, which the source no longer has" for k in stored
               if k not in units(path)]
@@ -222,9 +268,19 @@ def assemble(out: Path) -> dict[str, int]:
                     cell["source"] = zh[cell["id"]].splitlines(True)
             target.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         else:
-            target.write_text(zh.get("page", path.read_text(encoding="utf-8")), encoding="utf-8")
+            english = path.read_text(encoding="utf-8")
+            target.write_text(regenerated(zh["page"], english) if zh else english, encoding="utf-8")
         counts[str(path.relative_to(ROOT))] = len(zh)
     return counts
+
+
+def readme() -> str:
+    """The zh-TW README as the store makes it now: the translation, with the English's generated table."""
+    english = ROOT / "README.md"
+    if status(english) != {"page": "current"}:
+        raise SystemExit("README.md's translation is missing or stale: python scripts/translations.py "
+                         "--stale shows it")
+    return regenerated(translated(english)["page"], english.read_text(encoding="utf-8"))
 
 
 def book_tree(src: Path) -> None:
@@ -266,6 +322,7 @@ def main(argv=None) -> None:
                         help="record FILE's text as the translation of unit KEY of SOURCE")
     parser.add_argument("--assemble", type=Path, metavar="DIR", help="write the zh-TW edition into DIR")
     parser.add_argument("--build", action="store_true", help="build the zh-TW book into _build/html/zh-TW")
+    parser.add_argument("--readme", action="store_true", help=f"write {README_ZH.name} from the store")
     args = parser.parse_args(argv)
     if args.store:
         source, key, text = args.store
@@ -276,6 +333,9 @@ def main(argv=None) -> None:
         return
     if args.build:
         build()
+        return
+    if args.readme:
+        README_ZH.write_text(readme(), encoding="utf-8")
         return
     for path in sources():
         counts = sorted(Counter(status(path).values()).items())

@@ -25,6 +25,7 @@ def script(tmp_path, monkeypatch):
     monkeypatch.setattr(execute_notebooks, "README", tmp_path / "README.md")
     monkeypatch.delenv("BERTGPT_CACHE", raising=False)
     (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    (tmp_path / "README.zh-TW.md").write_text(README.replace("intro", "簡介"), encoding="utf-8")
     caches = []
 
     def run(path):
@@ -48,6 +49,7 @@ def test_a_cold_run_uses_an_empty_cache_of_its_own_and_writes_the_readme_table(s
     assert "old table" not in readme and "| A chapter" not in readme
     assert f"[A chapter]({CHAPTER.relative_to(ROOT).as_posix()}) | 10 |" in readme
     assert readme.startswith("intro\n") and readme.endswith("<!-- cold-times:end -->\nrest\n")
+    assert (tmp / "README.zh-TW.md").read_text() == readme.replace("intro", "簡介")  # the same table
 
 
 def test_a_warm_run_keeps_the_last_cold_time_and_leaves_the_readme(script):

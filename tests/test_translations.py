@@ -92,3 +92,36 @@ def test_a_listed_term_must_take_the_tables_form():
     assert translations.term_problems("Pretraining, then fine-tuning.", "預先訓練，然後微調。", table) == [
         "“pretraining” should be 預訓練"]
     assert translations.terms()["fine-tuning"] == "微調"  # the shipped table parses
+
+
+def test_bold_that_would_print_its_asterisks_is_caught():
+    assert translations.emphasis_problems("**問題：** 哪一種目標函數比較好？") == []
+    assert translations.emphasis_problems("`**kwargs` 與程式碼無關。") == []
+    [problem] = translations.emphasis_problems("**問題：**哪一種目標函數比較好？")
+    assert "put a space after the closing **" in problem
+
+
+def test_a_generated_region_is_not_translated_and_the_edition_takes_the_english_one(tmp_path, monkeypatch):
+    page = tmp_path / "book" / "status.md"
+    page.parent.mkdir()
+    table = "| Chapter | Run time (s) |\n|---|---:|\n| One | 12 |\n"
+    page.write_text(f"# Status\n\n<!-- run-times:start -->\n{table}<!-- run-times:end -->\n",
+                    encoding="utf-8")
+    monkeypatch.setattr(translations, "ROOT", tmp_path)
+    monkeypatch.setattr(translations, "STORE", tmp_path / "i18n")
+    monkeypatch.setattr(translations, "FRONT", ("book/status.md",))
+    assert "| One |" not in translations.units(page)["page"]  # the unit leaves the table out
+    translations.store(page, "page", "# 狀態\n\n<!-- run-times:start -->\n<!-- run-times:end -->\n")
+    page.write_text(page.read_text(encoding="utf-8").replace("| 12 |", "| 9 |"), encoding="utf-8")
+    assert translations.status(page) == {"page": "current"}  # a new table does not make it stale
+    translations.assemble(tmp_path / "zh")
+    assert (tmp_path / "zh" / "book" / "status.md").read_text(encoding="utf-8") == (
+        f"# 狀態\n\n<!-- run-times:start -->\n{table.replace('| 12 |', '| 9 |')}<!-- run-times:end -->\n")
+    assert translations.structure_problems(translations.units(page)["page"], "# 狀態\n") == [
+        "lacks generated region run-times"]
+
+
+def test_the_chinese_readme_is_the_one_the_store_makes():
+    made = translations.readme()
+    assert translations.README_ZH.read_text(encoding="utf-8") == made, (
+        "README.zh-TW.md is not what the store makes: python scripts/translations.py --readme")
