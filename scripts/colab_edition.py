@@ -2,6 +2,7 @@
 
     python scripts/colab_edition.py            # write colab/ for every chapter
     python scripts/colab_edition.py --check    # exit 1 if colab/ is not what the chapters give now
+    python scripts/colab_edition.py --language zh-TW   # the Traditional Chinese edition, colab/zh-TW/
 
 Colab renders CommonMark, not MyST, and has no MyST-NB, so a chapter opened there as it is shows its
 roles and directives raw and none of its glued values. The edition keeps every code cell as it is
@@ -24,16 +25,23 @@ rewrites the Markdown into what the book shows:
 A role or directive the script does not know stops it with the chapter's name rather than reach a
 learner raw. The output depends only on the sources, so a rerun over unchanged chapters writes the
 same bytes; ``tests/test_colab_edition.py`` fails when colab/ is out of date.
+
+The zh-TW edition (``colab/zh-TW/``) is made the same way from the zh-TW book's chapters, which
+``scripts/translations.py`` assembles from the English ones and the stored translations; its links
+lead to the zh-TW book, and what the edition writes itself (a figure's place, an exercise's name, the
+note at the top) is in Chinese (:data:`WORDS`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import posixpath
 import re
 import sys
+import tempfile
 import unicodedata
 from dataclasses import dataclass
 from functools import cache
@@ -48,7 +56,6 @@ from pybtex.database import parse_file
 from bertgpt.registry import WIDGET_MODES
 
 ROOT = Path(__file__).resolve().parent.parent
-EDITION = ROOT / "colab"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
 
@@ -64,9 +71,6 @@ def site_url(config: dict) -> str:
 
 
 SITE = site_url(CONFIG)
-# What a reference to a figure reads. The book's own label is Sphinx's `numfig_format` ("Fig. %s" unless
-# _config.yml sets one); the edition spells it out unless the book's configuration says otherwise.
-FIGURE = (CONFIG.get("sphinx", {}).get("config", {}).get("numfig_format", {}).get("figure", "Figure %s"))
 BIBLIOGRAPHY = "book/bibliography"
 GLOSSARY = "book/glossary"
 
@@ -169,15 +173,70 @@ class Label:
     title: str = ""  # an exercise's own title
 
 
-# what each part of the {try-models} widget runs (bertgpt.registry.WIDGET_MODES), for its plain form
-TRY_MODES = {"fill-mask": "{} filling a blank beside {}'s next word".format(*WIDGET_MODES["fill-mask"]),
-             "next-words": "{} writing on from your text".format(*WIDGET_MODES["next-words"]),
-             "attention": "the attention maps of {} and {}".format(*WIDGET_MODES["attention"]),
-             "all": "the course models"}
+@dataclass(frozen=True)
+class Book:
+    """The book an edition is made from: the English one (the repository), or the zh-TW one, whose
+    chapters ``scripts/translations.py`` assembles into ``root``; and where its edition goes."""
+
+    language: str  # "en" or "zh-TW": the words the edition writes itself (WORDS)
+    root: Path  # the book's sources: chapters/, book/, _toc.yml and _config.yml
+    out: Path  # the edition's folder
+    site: str  # the book's address, where the edition's links lead
+
+    @property
+    def words(self) -> dict:
+        return WORDS[self.language]
 
 
-def page_url(page: str, anchor: str = "") -> str:
-    return f"{SITE}{page}.html" + (f"#{anchor}" if anchor else "")
+ENGLISH = Book("en", ROOT, ROOT / "colab", SITE)
+
+
+def chinese(root: Path) -> Book:
+    """The zh-TW book whose sources ``translations.book_tree`` wrote into ``root``."""
+    return Book("zh-TW", root, ROOT / "colab" / "zh-TW", f"{SITE}zh-TW/")
+
+
+fill, write, attend = (WIDGET_MODES[m] for m in ("fill-mask", "next-words", "attention"))
+# What the edition writes itself, in each book's language. "try": what each part of the {try-models}
+# widget runs (bertgpt.registry.WIDGET_MODES), for its plain form.
+WORDS = {
+    "en": dict(
+        exercise="Exercise", titled="{} ({})", solution="Solution to {}", continued=", continued",
+        placed="**{label}** ({where}). {caption}", above="above", below="below", chapter="chapter {}",
+        note="**The Colab edition of {chapter} of *{title}*.** It is generated from the book's notebook for "
+             "plain Jupyter and Colab, and its links lead to the book's pages. The numbers in the text are "
+             "those of the book's own run. Your run prints its own under their names (`name = value`) and "
+             "draws each figure under the cell that makes it; they can differ a little from the text.",
+        widget="**In the book, try it yourself.** The book's page holds a widget here that runs {what} in "
+               "your browser, on any sentence you type: {link}.", widget_link="Try the models",
+        admonitions={"note": "Note", "tip": "Tip", "hint": "Hint", "important": "Important",
+                     "warning": "Warning", "caution": "Caution", "attention": "Attention", "danger": "Danger",
+                     "error": "Error", "seealso": "See also", "admonition": ""},
+        **{"try": {"fill-mask": "{} filling a blank beside {}'s next word".format(*fill),
+                   "next-words": "{} writing on from your text".format(*write),
+                   "attention": "the attention maps of {} and {}".format(*attend),
+                   "all": "the course models"}}),
+    "zh-TW": dict(
+        exercise="習題", titled="{}（{}）", solution="{}的解答", continued="（續）",
+        placed="**{label}**（{where}）。{caption}", above="上方", below="下方", chapter="第 {} 章",
+        note="**《{title}》{chapter}的 Colab 版。** 它由本書的筆記本產生，供一般的 Jupyter 與 Colab 使用，"
+             "其中的連結通往本書的頁面。文字中的數字來自本書自己的執行結果。你的執行會在各自的名稱下印出"
+             "自己的數字（`name = value`），並在產生每張圖的儲存格下方畫出該圖；它們可能與文字中的略有"
+             "不同。程式碼與模型的輸出是英文的：模型只讀寫英文。",
+        widget="**在書中親手試試。** 書的這一頁在這裡有一個元件，會在你的瀏覽器中，對你輸入的任何句子執行"
+               "{what}：{link}。", widget_link="試用模型",
+        admonitions={"note": "注意", "tip": "提示", "hint": "提示", "important": "重要", "warning": "警告",
+                     "caution": "小心", "attention": "注意", "danger": "危險", "error": "錯誤",
+                     "seealso": "另見", "admonition": ""},
+        **{"try": {"fill-mask": "{} 的填空，並列 {} 的下一個詞".format(*fill),
+                   "next-words": "{} 接著你的文字寫下去".format(*write),
+                   "attention": "{} 與 {} 的注意力圖".format(*attend),
+                   "all": "課程模型"}}),
+}
+
+
+def page_url(book: Book, page: str, anchor: str = "") -> str:
+    return f"{book.site}{page}.html" + (f"#{anchor}" if anchor else "")
 
 
 def chapter_numbers(toc: dict) -> dict[str, int]:
@@ -192,15 +251,25 @@ def chapter_numbers(toc: dict) -> dict[str, int]:
     return numbers
 
 
-NUMBERS = chapter_numbers(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
+@cache
+def numbers(book: Book) -> dict[str, int]:
+    return chapter_numbers(yaml.safe_load((book.root / "_toc.yml").read_text(encoding="utf-8")))
+
+
+@cache
+def figure_format(book: Book) -> str:
+    """What a reference to a figure reads. The book's own label is Sphinx's `numfig_format` ("Fig. %s"
+    unless _config.yml sets one); the edition spells it out unless the book's configuration says otherwise."""
+    config = yaml.safe_load((book.root / "_config.yml").read_text(encoding="utf-8"))
+    return config.get("sphinx", {}).get("config", {}).get("numfig_format", {}).get("figure", "Figure %s")
 
 
 def first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0]
 
 
-def page_of(path: Path) -> str:
-    return path.relative_to(ROOT).with_suffix("").as_posix()
+def page_of(path: Path, book: Book = ENGLISH) -> str:
+    return path.relative_to(book.root).with_suffix("").as_posix()
 
 
 def read(path: Path) -> nbformat.NotebookNode:
@@ -233,17 +302,17 @@ def figures(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
 
 
 @cache
-def labels() -> dict[str, Label]:
+def labels(book: Book = ENGLISH) -> dict[str, Label]:
     """Every label the chapters declare: figures and exercises numbered per chapter as Sphinx numbers
     them (``chapter.index``, figures and exercises counted apart), sections by their titles."""
     found = {}
-    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
-        page, nb = page_of(path), read(path)
-        number = NUMBERS.get(page)
+    for path in sorted((book.root / "chapters").glob("*.ipynb")):
+        page, nb = page_of(path, book), read(path)
+        number = numbers(book).get(page)
         if number is None:
             continue
         for k, (name, _) in enumerate(figures(nb), 1):
-            found[name] = Label(FIGURE % f"{number}.{k}", page, f"{number}.{k}")
+            found[name] = Label(figure_format(book) % f"{number}.{k}", page, f"{number}.{k}")
         exercises = 0
         for cell in nb.cells:
             if cell.cell_type != "markdown":
@@ -257,8 +326,9 @@ def labels() -> dict[str, Label]:
                         continue
                     exercises += 1
                     if "label" in block.options:
-                        found[block.options["label"]] = Label(f"Exercise {number}.{exercises}", page,
-                                                              f"{number}.{exercises}", block.argument)
+                        name = f"{book.words['exercise']} {number}.{exercises}"
+                        found[block.options["label"]] = Label(name, page, f"{number}.{exercises}",
+                                                              block.argument)
                 elif isinstance(block, str) and pending and (heading := HEADING.match(first_line(block))):
                     found[pending] = Label(heading["title"], page)
                     pending = None
@@ -266,9 +336,9 @@ def labels() -> dict[str, Label]:
 
 
 @cache
-def page_title(page: str) -> str:
+def page_title(book: Book, page: str) -> str:
     """A page's first level-1 heading, as ``{doc}`` shows it."""
-    path = next(p for p in (ROOT / f"{page}.ipynb", ROOT / f"{page}.md") if p.exists())
+    path = next(p for p in (book.root / f"{page}.ipynb", book.root / f"{page}.md") if p.exists())
     text = (path.read_text(encoding="utf-8") if path.suffix == ".md"
             else "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown"))
     return next(m["title"] for line in text.splitlines() if (m := HEADING.match(line)) and m["hashes"] == "#")
@@ -292,10 +362,10 @@ def bibliography() -> dict[str, tuple[str, str]]:
 
 
 @cache
-def glossary() -> dict[str, str]:
+def glossary(book: Book = ENGLISH) -> dict[str, str]:
     """Each glossary term, lower-cased, mapped to its spelling on the glossary page (its anchor keeps the
     case). The terms are the unindented lines of the page's glossary block."""
-    text = (ROOT / f"{GLOSSARY}.md").read_text(encoding="utf-8")
+    text = (book.root / f"{GLOSSARY}.md").read_text(encoding="utf-8")
     block = text.split("```{glossary}", 1)[1].split("\n```", 1)[0]
     return {line.strip().lower(): line.strip() for line in block.splitlines()
             if line.strip() and not line[0].isspace()}
@@ -325,11 +395,6 @@ def stored_glue(nb: nbformat.NotebookNode) -> dict[str, tuple[str, int]]:
 # ---------------------------------------------------------------------------------------------------
 # Writing plain Markdown.
 
-ADMONITIONS = {"note": "Note", "tip": "Tip", "hint": "Hint", "important": "Important", "warning": "Warning",
-               "caution": "Caution", "attention": "Attention", "danger": "Danger", "error": "Error",
-               "seealso": "See also", "admonition": ""}
-
-
 def link(text: str, url: str) -> str:
     text = " ".join(text.split()).replace("[", r"\[").replace("]", r"\]")
     return f"[{text}]({url})"
@@ -353,11 +418,12 @@ def split_target(body: str) -> tuple[str | None, str]:
 class Chapter:
     """The conversion of one chapter: its number, stored glue and the state that spans its cells."""
 
-    def __init__(self, path: Path):
-        self.path, self.nb, self.page = path, read(path), page_of(path)
-        if self.page not in NUMBERS:
+    def __init__(self, path: Path, book: Book = ENGLISH):
+        self.path, self.nb, self.book = path, read(path), book
+        self.page, self.words = page_of(path, book), book.words
+        if self.page not in numbers(book):
             raise EditionError(f"{path.name}: in no numbered part of _toc.yml, so it has no chapter number")
-        self.number = NUMBERS[self.page]
+        self.number = numbers(book)[self.page]
         self.glue = stored_glue(self.nb)
         self.cell = 0  # index of the cell being converted
         self.level = 1  # level of the last heading read, for the exercises' headings
@@ -388,29 +454,29 @@ class Chapter:
                     self.fail(f"{{{name}}}`{body}`: {key!r} is not in book/references.bib")
                 authors, year = bibliography()[key]
                 text = f"{authors}, {year}" if name == "cite:p" else f"{authors} ({year})"
-                cited.append(link(text, page_url(BIBLIOGRAPHY)))
+                cited.append(link(text, page_url(self.book, BIBLIOGRAPHY)))
             return f"({'; '.join(cited)})" if name == "cite:p" else ", ".join(cited)
         if name == "term":
             text, term = split_target(body)
-            spelling = glossary().get(" ".join(term.split()).lower())
+            spelling = glossary(self.book).get(" ".join(term.split()).lower())
             if spelling is None:
                 self.fail(f"{{term}}`{body}`: not a term of {GLOSSARY}.md")
-            return link(text or term, page_url(GLOSSARY, sphinx_id(f"term-{spelling}")))
+            return link(text or term, page_url(self.book, GLOSSARY, sphinx_id(f"term-{spelling}")))
         if name in ("numref", "ref"):
             text, label = split_target(body)
-            target = labels().get(label)
+            target = labels(self.book).get(label)
             if target is None:
                 self.fail(f"{{{name}}}`{body}`: no chapter declares the label {label!r}")
             if name == "numref":
                 if not target.number:
                     self.fail(f"{{numref}}`{body}`: {label!r} is not numbered")
                 text = text and text.replace("%s", target.number).replace("{number}", target.number)
-            return link(text or target.text, page_url(target.page, label))
+            return link(text or target.text, page_url(self.book, target.page, label))
         if name == "doc":
             text, target = split_target(body)
             page = posixpath.normpath(target.lstrip("/") if target.startswith("/")
                                       else posixpath.join(posixpath.dirname(self.page), target))
-            return link(text or page_title(page), page_url(page))
+            return link(text or page_title(self.book, page), page_url(self.book, page))
         self.fail(f"the role {{{name}}} has no plain-Markdown form in scripts/colab_edition.py")
 
     # blocks ----------------------------------------------------------------------------------------
@@ -447,53 +513,49 @@ class Chapter:
             text = "\n".join(t for t, _ in run).strip("\n")
             if label and text.strip():
                 self.folds[label] = self.folds.get(label, 0) + 1
-                more = ", continued" if self.folds[label] > 1 else ""
-                text = f"{details(f'Solution to {self.exercise_name(label)}{more}', text)}"
+                more = self.words["continued"] if self.folds[label] > 1 else ""
+                text = details(self.words["solution"].format(self.exercise_name(label)) + more, text)
             out.append(text)
         return re.sub(r"\n{3,}", "\n\n", "\n\n".join(out)).strip("\n")
 
     def exercise_name(self, label: str) -> str:
         """"Exercise 2.1 (Its title)", as sphinx-exercise names an exercise in a solution's title."""
-        target = labels().get(label)
+        target = labels(self.book).get(label)
         if target is None:
             self.fail(f"a solution names {label!r}, which no exercise declares")
-        return target.text + (f" ({target.title})" if target.title else "")
+        return self.words["titled"].format(target.text, target.title) if target.title else target.text
 
     def directive(self, d: Directive) -> str:
         body = self.convert(d.body)
         if d.name == "glue:figure":
             if d.argument not in self.glue:
                 self.fail(f"{{glue:figure}} {d.argument}: no stored figure of that name; execute the chapter")
-            where = "above" if self.glue[d.argument][1] < self.cell else "below"
-            label = labels().get(d.options.get("name", ""))
-            return f"**{label.text if label else 'Figure'}** ({where}). {body}"
+            where = self.words["above" if self.glue[d.argument][1] < self.cell else "below"]
+            label = labels(self.book).get(d.options.get("name", ""))
+            return self.words["placed"].format(label=label.text if label else figure_format(self.book) % "",
+                                               where=where, caption=body)
         if d.name == "exercise":
-            target = labels().get(d.options.get("label", ""))
-            heading = target.text if target else "Exercise"
-            heading += f" ({d.argument})" if d.argument else ""
+            target = labels(self.book).get(d.options.get("label", ""))
+            heading = target.text if target else self.words["exercise"]
+            heading = self.words["titled"].format(heading, d.argument) if d.argument else heading
             return f"{'#' * min(self.level + 1, 6)} {heading}\n\n{body}"
         if d.name == "solution":
-            return details(f"Solution to {self.exercise_name(d.argument)}", body)
+            return details(self.words["solution"].format(self.exercise_name(d.argument)), body)
         if d.name == "try-models":  # the book's in-page widget runs in a browser, not in a kernel
-            what = TRY_MODES.get(d.argument or "all", "the course models")
-            return quote(f"**In the book, try it yourself.** The book's page holds a widget here that runs "
-                         f"{what} in your browser, on any sentence you type: "
-                         f"{link('Try the models', page_url('book/try'))}.")
-        if d.name in ADMONITIONS:
-            title = d.argument if d.name == "admonition" else ADMONITIONS[d.name]
+            what = self.words["try"].get(d.argument or "all", self.words["try"]["all"])
+            page = link(self.words["widget_link"], page_url(self.book, "book/try"))
+            return quote(self.words["widget"].format(what=what, link=page))
+        if d.name in self.words["admonitions"]:
+            title = d.argument if d.name == "admonition" else self.words["admonitions"][d.name]
             return quote(f"**{title}**\n\n{body}" if title else body)
         self.fail(f"the directive {{{d.name}}} has no plain-Markdown form in scripts/colab_edition.py")
 
     # the notebook ----------------------------------------------------------------------------------
 
     def note(self) -> str:
-        chapter = link(f"chapter {self.number}", page_url(self.page))
-        return quote(
-            f"**The Colab edition of {chapter} of *{CONFIG['title']}*.** It is generated from the book's "
-            "notebook for plain Jupyter and Colab, and its links lead to the book's pages. The numbers in "
-            "the text are those of the book's own run. Your run prints its own under their names "
-            "(`name = value`) and draws each figure under the cell that makes it; they can differ a "
-            "little from the text.")
+        chapter = link(self.words["chapter"].format(self.number), page_url(self.book, self.page))
+        title = yaml.safe_load((self.book.root / "_config.yml").read_text(encoding="utf-8"))["title"]
+        return quote(self.words["note"].format(chapter=chapter, title=title))
 
     def citations_in_code(self, source: str) -> str:
         """A citation written in a code cell's string, for a table the cell displays as Markdown, read
@@ -512,13 +574,15 @@ class Chapter:
             if cell.cell_type == "code":
                 source, metadata = self.citations_in_code(cell.source), cell.metadata
                 if self.solution:  # a worked solution's code: folded as in the book, Colab's way
-                    source = f"# @title Solution to {self.exercise_name(self.solution)}\n{source}"
+                    title = self.words["solution"].format(self.exercise_name(self.solution))
+                    source = f"# @title {title}\n{source}"
                     metadata = {**metadata, "cellView": "form"}
                 cells.append(nbformat.v4.new_code_cell(source, id=cell.id, metadata=metadata))
                 figure = cell.metadata.get("mystnb", {}).get("figure", {})
                 if figure.get("name"):  # a widget's caption, which the book reads from the metadata
                     caption = self.roles(figure.get("caption", ""))
-                    text = f"**{labels()[figure['name']].text}** (above). {caption}"
+                    text = self.words["placed"].format(label=labels(self.book)[figure["name"]].text,
+                                                       where=self.words["above"], caption=caption)
                     cells.append(nbformat.v4.new_markdown_cell(text, id=f"{cell.id}-caption"))
             elif cell.cell_type == "markdown":
                 text = self.markdown_cell(cell.source)
@@ -534,22 +598,41 @@ class Chapter:
                                         nbformat=self.nb.nbformat, nbformat_minor=self.nb.nbformat_minor)
 
 
-def edition(chapter: Path) -> str:
-    """The text of ``colab/<chapter's name>`` as the chapter gives it now."""
-    return nbformat.writes(Chapter(chapter).edition()) + "\n"
+def edition(chapter: Path, book: Book = ENGLISH) -> str:
+    """The text of the edition of ``chapter`` (a chapter of ``book``) as the chapter gives it now."""
+    return nbformat.writes(Chapter(chapter, book).edition()) + "\n"
+
+
+def assembled_chinese(tree: Path) -> Book:
+    """The zh-TW book, its sources assembled into ``tree`` (emptied first) by scripts/translations.py."""
+    spec = importlib.util.spec_from_file_location("translations", ROOT / "scripts" / "translations.py")
+    translations = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(translations)
+    translations.book_tree(tree)
+    return chinese(tree)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only report chapters whose edition is stale")
+    parser.add_argument("--language", choices=sorted(WORDS), default="en", help="the book's language")
     parser.add_argument("chapters", nargs="*", type=Path, help="chapter notebooks (default: all)")
     args = parser.parse_args(argv)
-    chapters = [p.resolve() for p in args.chapters] or sorted((ROOT / "chapters").glob("*.ipynb"))
+    with tempfile.TemporaryDirectory() as tree:
+        book = ENGLISH if args.language == "en" else assembled_chinese(Path(tree) / "book")
+        chapters = sorted((book.root / "chapters").glob("*.ipynb"))
+        if args.chapters:
+            chapters = [c for c in chapters if c.name in {p.name for p in args.chapters}]
+        return write_editions(book, chapters, args.check)
+
+
+def write_editions(book: Book, chapters: list[Path], check: bool) -> int:
+    """Write (or, with ``check``, only compare) the edition of each chapter into ``book.out``."""
     stale, failed = [], []
     for chapter in chapters:
-        target = EDITION / chapter.name
+        target = book.out / chapter.name
         try:
-            text = edition(chapter)
+            text = edition(chapter, book)
         except EditionError as error:  # the others are still written; this one keeps its old edition
             failed.append(chapter.name)
             print(error, file=sys.stderr)
@@ -557,12 +640,13 @@ def main(argv: list[str] | None = None) -> int:
         if target.exists() and target.read_text(encoding="utf-8") == text:
             continue
         stale.append(target.relative_to(ROOT).as_posix())
-        if not args.check:
-            EDITION.mkdir(exist_ok=True)
+        if not check:
+            book.out.mkdir(exist_ok=True)
             target.write_text(text, encoding="utf-8")
-    verb = "out of date" if args.check else "written"
+    verb = "out of date" if check else "written"
     print(f"{verb}: {', '.join(stale) or 'none'}" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed or (args.check and stale) else 0
+    return 1 if failed or (check and stale) else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -106,13 +106,50 @@ def test_citations_read_author_and_year():
     assert authors["ruder2018imagenet"] == ("Ruder", "2018")
 
 
-def test_the_colab_button_opens_the_edition():
+@pytest.mark.parametrize("language,edition", [(None, "colab"), ("zh_TW", "colab/zh-TW")])
+def test_the_colab_button_opens_the_edition_in_the_books_language(language, edition):
     launch = load("colab_launch", ROOT / "book" / "_ext" / "colab_launch.py")
     page, repo = "chapters/02_one_skeleton", "https://colab.research.google.com/github/o/r/blob/main/"
     binder = "https://mybinder.org/v2/gh/o/r/main?urlpath=tree/" + f"{page}.ipynb"
     context = {"header_buttons": [{"label": "launch-buttons", "buttons": [
         {"text": "Binder", "url": binder}, {"text": "Colab", "url": repo + f"{page}.ipynb"}]}]}
-    launch._colab_edition(SimpleNamespace(srcdir=str(ROOT)), page, "page.html", context, None)
+    app = SimpleNamespace(srcdir=str(ROOT), config=SimpleNamespace(language=language))
+    launch._colab_edition(app, page, "page.html", context, None)
     buttons = context["header_buttons"][0]["buttons"]
-    assert buttons[1]["url"] == repo + "colab/02_one_skeleton.ipynb"
+    assert buttons[1]["url"] == repo + f"{edition}/02_one_skeleton.ipynb"
     assert buttons[0]["url"] == binder  # the other buttons keep the source
+
+
+@pytest.fixture(scope="module")
+def chinese(tmp_path_factory):
+    """The zh-TW book, assembled from the chapters and the stored translations (nothing executed)."""
+    return colab_edition.assembled_chinese(tmp_path_factory.mktemp("zh") / "book")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_the_chinese_edition_is_what_the_chapter_and_its_translation_give_now(chapter, chinese):
+    committed = ROOT / "colab" / "zh-TW" / chapter.name
+    assert committed.exists(), f"colab/zh-TW/{chapter.name} is missing: {REGENERATE} --language zh-TW"
+    assert committed.read_text(encoding="utf-8") == colab_edition.edition(
+        chinese.root / "chapters" / chapter.name, chinese), (
+        f"colab/zh-TW/{chapter.name} is out of date: {REGENERATE} --language zh-TW")
+    for index, cell in enumerate(cells(committed)):
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            assert not any(p.search(text) for p in MYST.values()), f"colab/zh-TW/{chapter.name}, cell {index}"
+    english = [c["source"] for c in cells(ROOT / "colab" / chapter.name) if c["cell_type"] == "code"]
+    ours = [c["source"] for c in cells(committed) if c["cell_type"] == "code"]
+    def plain(source):  # a folded solution's title and a citation's link are in the edition's language
+        return CITATIONS.sub("", re.sub(r"^# @title .*\n", "", "".join(source)))
+
+    assert [plain(s) for s in ours] == [plain(s) for s in english]
+
+
+def test_the_chinese_edition_links_to_the_chinese_book_and_writes_its_own_words_in_chinese(chinese):
+    text = "".join("".join(c["source"]) for c in cells(ROOT / "colab" / "zh-TW" / "02_one_skeleton.ipynb")
+                   if c["cell_type"] == "markdown")
+    assert f"{colab_edition.SITE}zh-TW/chapters/02_one_skeleton.html" in text
+    assert f"{colab_edition.SITE}chapters/" not in text  # no link leads to the English book
+    labels = colab_edition.labels(chinese)
+    assert labels["ex-02-bpe-merge"].text == "習題 2.1" and labels["fig-pieces"].text == "圖 2.1"
+    assert "的 Colab 版" in text and "的解答" in text
