@@ -121,7 +121,6 @@ def ship_run(args) -> None:
     if hub.shipped_path(args.name, corpus, *hub.pretrained_configs(args.name, course=True),
                         hub.recipe_tokenizer(args.name)) != out:
         sys.exit(f"{out} is not found by the recipe of {args.name}: the hub would train it again")
-    resumes_not = hub.COURSE[args.name].get("objective") == "rtd"  # ELECTRA's run trains in one go
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
     card = dict(
         name=args.name, summary=SUMMARY[args.name],
@@ -138,7 +137,7 @@ def ship_run(args) -> None:
         recipe=dict(model=dataclasses.asdict(cfg), train=dataclasses.asdict(tcfg)),
         run_differs_in={k: getattr(run, k) for k in sorted(differ)},
         retrain=f"python -m bertgpt pretrain --recipe {args.name} --out runs/{args.name}"
-                + ("" if resumes_not else f" (resumable: --resume runs/{args.name})")
+                + f" (resumable: --resume runs/{args.name})"
                 + f"; it took {round(args.wall / 60)} minutes here",
         loss_curve=[[h["step"], round(h["loss"], 4)] for h in history["train"]],
         val_curve=[{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()}

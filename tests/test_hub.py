@@ -318,7 +318,7 @@ def test_electra_is_trained_once_then_loaded_and_keyed_by_its_generator(corpus, 
     def refuse(*args, **kwargs):
         raise AssertionError("trained again")
 
-    monkeypatch.setattr(bertgpt.hub, "pretrain_electra", refuse)
+    monkeypatch.setattr(bertgpt.pretraining, "pretrain_electra", refuse)
     again = bertgpt.electra(corpus, steps=2, changes=tiny, progress=False)
     assert again.info["weights_sha256"] == first.info["weights_sha256"]
     with pytest.raises(AssertionError, match="trained again"):

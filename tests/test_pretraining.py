@@ -14,6 +14,7 @@ from bertgpt.pretraining import (
     mask_tokens,
     mlm_nsp_loss,
     nsp_pairs,
+    pretraining_run,
     token_stream,
 )
 from conftest import tiny
@@ -223,6 +224,35 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(famil
     assert again.train == history.train and measured(again.val) == measured(history.val)
     with pytest.raises(bertgpt.CheckpointError, match="another corpus"):
         bertgpt.resume(tmp_path / "run", bertgpt.Corpus("other", corpus.documents[:20]), device="cpu")
+
+
+def test_an_interrupted_electra_run_goes_on_to_the_weights_of_an_uninterrupted_one(corpus, tmp_path,
+                                                                                  monkeypatch):
+    """ELECTRA's run resumes as the language models' do: the generator and the detection head travel
+    in the training state, the discriminator is the checkpoint's model."""
+    cfg = bertgpt.model_config("tiny", "bert")
+    tcfg = bertgpt.train_config("tiny", "bert", steps=12, eval_every=4, warmup=3)
+    whole, _, history = bertgpt.pretraining.pretrain_electra(corpus, cfg, tcfg, device="cpu", progress=False)
+    real_save, saved = bertgpt.pretraining.save, []
+
+    def save_then_crash(*args, **kwargs):
+        real_save(*args, **kwargs)
+        saved.append(kwargs["training_state"]["step"])
+        if len(saved) == 2:
+            raise KeyboardInterrupt  # the run dies right after its checkpoint at step 8
+
+    run = dict(work=tmp_path / "work", device="cpu", progress=False)
+    monkeypatch.setattr("bertgpt.pretraining.save", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        pretraining_run(corpus, cfg, tcfg, tmp_path / "out", width=0.5, **run)
+    monkeypatch.undo()
+    with pytest.raises(bertgpt.CheckpointError, match="another recipe"):  # another generator's width
+        pretraining_run(corpus, cfg, tcfg, tmp_path / "out", width=0.25, **run)
+    ck, again = pretraining_run(corpus, cfg, tcfg, tmp_path / "out", width=0.5, **run)
+    for (name, p), q in zip(whole.state_dict().items(), ck.model.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert again.train == history.train and not (tmp_path / "work").exists()
+    assert isinstance(bertgpt.load(tmp_path / "out").model, bertgpt.BERT)
 
 
 def test_pretraining_run_goes_on_with_its_own_interrupted_run_and_refuses_anothers(corpus, tmp_path,

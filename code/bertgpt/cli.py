@@ -39,7 +39,6 @@ import os
 import resource
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -69,7 +68,6 @@ from .pretraining import (
     continuation_config,
     continue_pretraining,
     prepare,
-    pretrain_electra,
     pretraining_run,
     save_run,
 )
@@ -161,22 +159,12 @@ def _pretrain(args, device) -> dict | None:
             if int(os.environ.get("LOCAL_RANK", 0)) == 0:
                 prepare(corpus, cfg, tokenizer)
             barrier()
-    if COURSE.get(getattr(args, "recipe", None), {}).get("objective") == "rtd":
-        return _pretrain_electra(args.recipe, corpus, cfg, tcfg, out, tokenizer, device)
-    ck, history = pretraining_run(corpus, cfg, tcfg, out, tokenizer=tokenizer, device=device)
+    recipe = COURSE.get(getattr(args, "recipe", None), {})
+    width = recipe.get("width") if recipe.get("objective") == "rtd" else None  # ELECTRA's run
+    ck, history = pretraining_run(corpus, cfg, tcfg, out, tokenizer=tokenizer, device=device, width=width)
     if not is_main():
         return None
     return dict(**ck.info["metrics"], **history.setup, checkpoint=str(out))
-
-
-def _pretrain_electra(name, corpus, cfg, tcfg, out, tokenizer, device) -> dict:
-    """``pretrain --recipe electra-mini``: replaced-token detection, in one go (it does not resume)."""
-    if Path(out).exists():
-        raise ValueError(f"{out} exists: ELECTRA's run writes a new directory (it cannot resume one)")
-    width = COURSE[name]["width"]
-    model, tok, history = pretrain_electra(corpus, cfg, tcfg, width=width, tokenizer=tokenizer, device=device)
-    record = save_run(out, model, tok, history, corpus, dataclasses.asdict(tcfg), name=name)
-    return dict(**record.metrics, checkpoint=str(out))
 
 
 def _out(args) -> str:

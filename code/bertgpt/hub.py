@@ -80,7 +80,6 @@ from .pretraining import (
     continuation_config,
     continue_pretraining,
     prepare,
-    pretrain_electra,
     pretraining_run,
     save_run,
 )
@@ -337,11 +336,10 @@ def electra(corpus: str | Corpus = "sotu", steps: int | None = None, *, seed: in
     with lock(directory):
         if (ck := cached(directory, "bert", device, directory.name)) is not None:
             return ck
-        with training_threads():
-            model, tok, history = pretrain_electra(corpus, cfg, tcfg, width=width, tokenizer=kind,
-                                                   device=device, progress=progress)
-        save_run(directory, model, tok, history, corpus, dataclasses.asdict(tcfg), name="electra-mini",
-                 changes=changes)
+        with training_threads():  # resumable, as every entry: the run keeps a checkpoint beside it
+            pretraining_run(corpus, cfg, tcfg, directory, work=partial_path(directory), tokenizer=kind,
+                            device=device, progress=progress, width=width, name="electra-mini",
+                            changes=changes)
     return load(directory, "bert", device or "cpu")
 
 

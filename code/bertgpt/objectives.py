@@ -80,6 +80,7 @@ class ReplacedTokenDetection(nn.Module):
         self.discriminator = build(dataclasses.replace(cfg, nsp_head=False), "bert")
         self.generator = build(generator_config(cfg, width), "bert")
         self.head = nn.Linear(cfg.d_model, 1)  # one logit per position: "this token was replaced"
+        self.width = width
 
 
 def rtd_targets(original: torch.Tensor, corrupted: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,7 @@ from .objectives import (  # noqa: F401 (re-exported)
 )
 from .registry import DEFAULT_TOKENIZER
 from .tokenizer import Tokenizer, coverage, tokenizer_for
-from .trainer import History, train, validate, validation
+from .trainer import History, train, validate
 
 # --- Putting it together --------------------------------------------------------------------------
 
@@ -98,13 +98,18 @@ def resume(directory, corpus: Corpus, *, device=None, progress: bool = True, unt
                               "resume it with the same --corpus")
     train_cfg = PretrainConfig(**ck.info["train"])
     options = dict(progress=progress, resume=state, until=until, on_snapshot=on_snapshot)
+    if ck.info.get("objective") == "rtd":  # ELECTRA's: the whole pair is in the training state
+        pair = ReplacedTokenDetection(ck.model.config, ck.info["width"]).to(device or default_device())
+        pair.load_state_dict(state.pop("pair"))
+        return _train_electra(pair, ck.tokenizer, corpus, train_cfg, options, directory)
     history = _train(ck.model, ck.tokenizer, corpus, train_cfg, options, directory)
     return ck.model, ck.tokenizer, history
 
 
 def pretraining_run(corpus: Corpus, cfg: ModelConfig | None, train_cfg: PretrainConfig | None, out, *,
                     work=None, tokenizer: str | None = None, device=None, progress: bool = True,
-                    until: int | None = None, on_snapshot=None, **record) -> tuple[Checkpoint, History]:
+                    until: int | None = None, on_snapshot=None, width: float | None = None,
+                    **record) -> tuple[Checkpoint, History]:
     """Start a pretraining run, or go on with an interrupted one: how the command line and the cache
     (:func:`bertgpt.hub.pretrained`) both run one.
 
@@ -116,15 +121,22 @@ def pretraining_run(corpus: Corpus, cfg: ModelConfig | None, train_cfg: Pretrain
     overwritten. Unless stopped at ``until``, the main process saves the finished model in ``out``
     with its :class:`RunRecord` (``record``: the record's optional fields, e.g. ``name``) and removes
     ``work`` if it is another directory. Returns (the checkpoint, its info the record; the history).
+    A ``width`` makes it ELECTRA's run (:func:`pretrain_electra`, a generator that wide), which
+    resumes in the same way; the finished model is the discriminator.
     """
     work = Path(work or out)
-    going_on = _interrupted(work, cfg, train_cfg)
+    if width is not None and train_cfg is not None:
+        train_cfg = dataclasses.replace(train_cfg, nsp=False)  # ELECTRA's recipe has no NSP
+    going_on = _interrupted(work, cfg, train_cfg, width)
     if going_on:
         model, tok, history = resume(work, corpus, device=device, progress=progress, until=until,
                                      on_snapshot=on_snapshot)
         train_cfg = PretrainConfig(**read_info(work)["train"])
     elif cfg is None or train_cfg is None:
         raise CheckpointError(f"{str(work)!r} holds no interrupted run: nothing to resume")
+    elif width is not None:
+        model, tok, history = pretrain_electra(corpus, cfg, train_cfg, width=width, tokenizer=tokenizer,
+                                               device=device, progress=progress, until=until, out=work)
     else:
         model, tok, history = pretrain(corpus, cfg, train_cfg, tokenizer=tokenizer, device=device,
                                        progress=progress, out=work, until=until, on_snapshot=on_snapshot)
@@ -136,10 +148,11 @@ def pretraining_run(corpus: Corpus, cfg: ModelConfig | None, train_cfg: Pretrain
     return Checkpoint(model, tok, dataclasses.asdict(run)), history
 
 
-def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig | None) -> bool:
+def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig | None,
+                 width: float | None = None) -> bool:
     """Whether ``work`` holds an interrupted run to go on from: of the recipe ``cfg`` and ``train_cfg``
-    where they are given. A directory with a finished model, or a run of another recipe, is refused;
-    a damaged run is not one (it starts again, with a warning)."""
+    (and ELECTRA's generator ``width``) where they are given. A directory with a finished model, or a
+    run of another recipe, is refused; a damaged run is not one (it starts again, with a warning)."""
     if not work.exists():
         return False
     if not (work / "training.pt").exists():
@@ -153,7 +166,7 @@ def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig 
         warnings.warn(f"training {work.name} again from the start: {exc}", stacklevel=3)
         return False
     if cfg is not None and train_cfg is not None:
-        if not same_recipe(info, pretraining_model(cfg, train_cfg), train_cfg):
+        if not same_recipe(info, pretraining_model(cfg, train_cfg), train_cfg) or info.get("width") != width:
             raise CheckpointError(f"{str(work)!r} holds an interrupted run of another recipe: go on with it "
                                   "(pretrain --resume) or write the new run elsewhere")
     return True
@@ -161,22 +174,44 @@ def _interrupted(work: Path, cfg: ModelConfig | None, train_cfg: PretrainConfig 
 
 def pretrain_electra(corpus: Corpus, cfg: ModelConfig, train_cfg: PretrainConfig, *, width: float = 0.5,
                      tokenizer: str | None = None, device=None, progress: bool = True,
-                     until: int | None = None):
+                     until: int | None = None, out=None):
     """Pretrain a BERT of ``cfg`` as ELECTRA's discriminator (Clark et al., 2020): replaced-token
     detection with a generator ``width`` times as wide (:class:`~bertgpt.objectives.ReplacedTokenDetection`),
     on BERT's masked inputs at ``train_cfg.mask_rate``, without NSP. Returns ``(discriminator,
     tokenizer, history)``, as :func:`pretrain` does (``until`` too); the discriminator fine-tunes as
-    any BERT, and the generator and the detection head are dropped. It does not save or resume."""
+    any BERT, and the generator and the detection head are dropped. With ``out``, a checkpoint is
+    saved there at every evaluation, the discriminator as its model and the whole pair in its
+    training state, and :func:`resume` goes on from it."""
     tok, cfg = prepare(corpus, cfg, tokenizer, progress)
     train_cfg = dataclasses.replace(train_cfg, nsp=False)
     torch.manual_seed(train_cfg.seed)
     pair = ReplacedTokenDetection(cfg, width).to(device or default_device())
+    return _train_electra(pair, tok, corpus, train_cfg, dict(progress=progress, until=until), out)
+
+
+def _train_electra(pair: ReplacedTokenDetection, tok: Tokenizer, corpus: Corpus, train_cfg: PretrainConfig,
+                   options: dict, out) -> tuple:
+    """The run :func:`pretrain_electra` and :func:`resume` share, as :func:`_train` is the language
+    models'."""
     train_batches, val_batches = pretraining_data(corpus, tok, pair.discriminator.config, train_cfg, "bert")
+
+    def evaluate(run):
+        metrics = validate(pair, rtd_loss, val_batches)
+        if out is not None:
+            state = dict(run.state_dict(), pair=pair.state_dict())
+            state["history"]["val"].append(dict(step=run.step, **metrics))
+            if is_main():
+                save(out, pair.discriminator, tok, training_state=state, corpus=corpus.name,
+                     corpus_fingerprint=corpus.fingerprint, train=dataclasses.asdict(train_cfg),
+                     objective="rtd", width=pair.width)
+        return metrics
+
     sizes = count_parameters(pair.discriminator), count_parameters(pair.generator)
     label = f"pretrain ELECTRA ({sizes[0]:,} + {sizes[1]:,} params)"
     with dropout_rate(pair, train_cfg.dropout):
-        history = train(pair, rtd_loss, train_batches, train_cfg, evaluate=validation(rtd_loss, val_batches),
-                        progress=label if progress else False, until=until)
+        history = train(pair, rtd_loss, train_batches, train_cfg, evaluate=evaluate,
+                        progress=label if options["progress"] else False, resume=options.get("resume"),
+                        until=options.get("until"))
     return pair.discriminator.eval(), tok, history
 
 
