@@ -63,6 +63,9 @@ README_ZH = ROOT / "README.zh-TW.md"
 SHARED = ("book/_ext", "book/_static", "book/references.bib", "book/api.md", "colab", "bench/README.md")
 # The zh-TW book's own settings, over the English _config.yml.
 TITLE = "2018 年的預訓練典範：GPT-1 對上 BERT"
+# The footer's and the author line's words in Chinese (the links stay the English footer's).
+FOOTER = {"Text and figures:": "文字與圖：", "Code:": "程式碼：",
+          "To cite the course, see": "引用本課程，請見", "The bertgpt authors": "bertgpt 作者群"}
 # Phrases that are Taiwan usage although OpenCC's phrase table proposes another: 國情咨文 is the
 # official name of the State of the Union address (咨文 an address), 函數 the mathematical function
 # (函式 is code's), 文本 the text of natural-language processing, 殘差連接 the residual connection,
@@ -296,6 +299,9 @@ def book_tree(src: Path) -> None:
         (src / name).symlink_to(ROOT / name)
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     config["title"] = TITLE
+    for key, value in (("author", config), ("extra_footer", config["html"])):
+        for english, chinese in FOOTER.items():
+            value[key] = value[key].replace(english, chinese)
     sphinx = config["sphinx"]["config"]
     sphinx.update(language="zh_TW", numfig_format={"figure": "圖 %s"})
     text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
