@@ -196,21 +196,28 @@ def test_seeded_runs_repeat_exactly_on_cpu(corpus):
     assert other[2].train[-1]["loss"] != runs[0][2].train[-1]["loss"]
 
 
-@pytest.mark.parametrize("family", ["gpt", "bert"])
-def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(family, corpus, tmp_path,
-                                                                          monkeypatch):
-    cfg = bertgpt.model_config("tiny", family)  # dropout on: the RNG state must resume too
-    tcfg = bertgpt.train_config("tiny", family, steps=12, eval_every=4, warmup=3)
-    whole, _, history = bertgpt.pretrain(corpus, cfg, tcfg, device="cpu", progress=False)
+def _crash_after_two_checkpoints(monkeypatch) -> list[int]:
+    """Make the run die right after its second checkpoint (step 8 at eval_every=4), as a killed
+    process would; returns the steps saved, filled as it runs."""
     real_save, saved = bertgpt.pretraining.save, []
 
     def save_then_crash(*args, **kwargs):
         real_save(*args, **kwargs)
         saved.append(kwargs["training_state"]["step"])
         if len(saved) == 2:
-            raise KeyboardInterrupt  # the run dies right after its checkpoint at step 8
+            raise KeyboardInterrupt
 
     monkeypatch.setattr("bertgpt.pretraining.save", save_then_crash)
+    return saved
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(family, corpus, tmp_path,
+                                                                          monkeypatch):
+    cfg = bertgpt.model_config("tiny", family)  # dropout on: the RNG state must resume too
+    tcfg = bertgpt.train_config("tiny", family, steps=12, eval_every=4, warmup=3)
+    whole, _, history = bertgpt.pretrain(corpus, cfg, tcfg, device="cpu", progress=False)
+    saved = _crash_after_two_checkpoints(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         bertgpt.pretrain(corpus, cfg, tcfg, device="cpu", progress=False, out=tmp_path / "run")
     monkeypatch.undo()
@@ -233,16 +240,8 @@ def test_an_interrupted_electra_run_goes_on_to_the_weights_of_an_uninterrupted_o
     cfg = bertgpt.model_config("tiny", "bert")
     tcfg = bertgpt.train_config("tiny", "bert", steps=12, eval_every=4, warmup=3)
     whole, _, history = bertgpt.pretraining.pretrain_electra(corpus, cfg, tcfg, device="cpu", progress=False)
-    real_save, saved = bertgpt.pretraining.save, []
-
-    def save_then_crash(*args, **kwargs):
-        real_save(*args, **kwargs)
-        saved.append(kwargs["training_state"]["step"])
-        if len(saved) == 2:
-            raise KeyboardInterrupt  # the run dies right after its checkpoint at step 8
-
     run = dict(work=tmp_path / "work", device="cpu", progress=False)
-    monkeypatch.setattr("bertgpt.pretraining.save", save_then_crash)
+    _crash_after_two_checkpoints(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         pretraining_run(corpus, cfg, tcfg, tmp_path / "out", width=0.5, **run)
     monkeypatch.undo()
@@ -347,15 +346,7 @@ def test_an_interrupted_continued_run_resumes_to_the_weights_of_an_uninterrupted
     ck = pretrained_tiny[family]
     tcfg = dataclasses.replace(continuation_config(ck, steps=12), eval_every=4, warmup=3, dropout=0.1)
     whole, _, history = continue_pretraining(ck, bible, tcfg, device="cpu", progress=False)
-    real_save, saved = bertgpt.pretraining.save, []
-
-    def save_then_crash(*args, **kwargs):
-        real_save(*args, **kwargs)
-        saved.append(kwargs["training_state"]["step"])
-        if len(saved) == 2:
-            raise KeyboardInterrupt  # the continued run dies right after its checkpoint at step 8
-
-    monkeypatch.setattr("bertgpt.pretraining.save", save_then_crash)
+    saved = _crash_after_two_checkpoints(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         continue_pretraining(ck, bible, tcfg, device="cpu", progress=False, out=tmp_path / "run")
     monkeypatch.undo()
