@@ -303,7 +303,9 @@ def book_tree(src: Path) -> None:
         for english, chinese in FOOTER.items():
             value[key] = value[key].replace(english, chinese)
     sphinx = config["sphinx"]["config"]
-    sphinx.update(language="zh_TW", numfig_format={"figure": "圖 %s"})
+    sphinx.update(language="zh_TW", numfig_format={"figure": "圖 %s"},
+                  # MyST-NB's toggle; the chapters fold only code cells' source ("hide-input")
+                  nb_code_prompt_show="顯示程式碼", nb_code_prompt_hide="隱藏程式碼")
     text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
     (src / "_config.yml").write_text(text, encoding="utf-8")
 

@@ -125,3 +125,12 @@ def test_the_chinese_readme_is_the_one_the_store_makes():
     made = translations.readme()
     assert translations.README_ZH.read_text(encoding="utf-8") == made, (
         "README.zh-TW.md is not what the store makes: python scripts/translations.py --readme")
+
+
+def test_the_chinese_code_toggle_names_what_the_chapters_fold():
+    """The zh-TW book's MyST-NB toggle says 顯示程式碼 ("show the code"): right while the chapters fold
+    only a code cell's source. A chapter that folds outputs or whole cells needs other words there."""
+    folding = {tag for path in sorted((ROOT / "chapters").glob("*.ipynb"))
+               for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+               for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith("hide-")}
+    assert folding <= {"hide-input"}, f"the zh-TW toggle (scripts/translations.py) says 顯示程式碼: {folding}"
