@@ -257,11 +257,16 @@ def numbers(book: Book) -> dict[str, int]:
 
 
 @cache
+def config(book: Book) -> dict:
+    """The book's ``_config.yml``: the zh-TW one has its own title and figure label."""
+    return yaml.safe_load((book.root / "_config.yml").read_text(encoding="utf-8"))
+
+
 def figure_format(book: Book) -> str:
     """What a reference to a figure reads. The book's own label is Sphinx's `numfig_format` ("Fig. %s"
     unless _config.yml sets one); the edition spells it out unless the book's configuration says otherwise."""
-    config = yaml.safe_load((book.root / "_config.yml").read_text(encoding="utf-8"))
-    return config.get("sphinx", {}).get("config", {}).get("numfig_format", {}).get("figure", "Figure %s")
+    sphinx = config(book).get("sphinx", {}).get("config", {})
+    return sphinx.get("numfig_format", {}).get("figure", "Figure %s")
 
 
 def first_line(text: str) -> str:
@@ -554,8 +559,7 @@ class Chapter:
 
     def note(self) -> str:
         chapter = link(self.words["chapter"].format(self.number), page_url(self.book, self.page))
-        title = yaml.safe_load((self.book.root / "_config.yml").read_text(encoding="utf-8"))["title"]
-        return quote(self.words["note"].format(chapter=chapter, title=title))
+        return quote(self.words["note"].format(chapter=chapter, title=config(self.book)["title"]))
 
     def citations_in_code(self, source: str) -> str:
         """A citation written in a code cell's string, for a table the cell displays as Markdown, read

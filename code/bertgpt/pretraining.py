@@ -197,13 +197,9 @@ def _train_electra(pair: ReplacedTokenDetection, tok: Tokenizer, corpus: Corpus,
 
     def evaluate(run):
         metrics = validate(pair, rtd_loss, val_batches)
-        if out is not None:
-            state = dict(run.state_dict(), pair=pair.state_dict())
-            state["history"]["val"].append(dict(step=run.step, **metrics))
-            if is_main():
-                save(out, pair.discriminator, tok, training_state=state, corpus=corpus.name,
-                     corpus_fingerprint=corpus.fingerprint, train=dataclasses.asdict(train_cfg),
-                     objective="rtd", width=pair.width)
+        if out is not None:  # the discriminator is the model; the whole pair goes in the training state
+            _keep_resumable(out, run, metrics, pair.discriminator, tok, corpus, train_cfg,
+                            dict(pair=pair.state_dict()), objective="rtd", width=pair.width)
         return metrics
 
     sizes = count_parameters(pair.discriminator), count_parameters(pair.generator)
@@ -326,12 +322,8 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: PretrainConfig, opt
         elif run.step in train_cfg.snapshots:  # in memory: a resumed run has only those after the restart
             weights = model.state_dict()
             run.history.snapshots[run.step] = {k: v.detach().cpu().clone() for k, v in weights.items()}
-        if out is not None:  # a checkpoint to resume from, with this evaluation in its history
-            state = run.state_dict()  # in every process (under torchrun it gathers their random states)
-            state["history"]["val"].append(dict(step=run.step, **metrics))
-            if is_main():  # one writer
-                save(out, model, tok, training_state=state, corpus=corpus.name,
-                     corpus_fingerprint=corpus.fingerprint, train=dataclasses.asdict(train_cfg))
+        if out is not None:
+            _keep_resumable(out, run, metrics, model, tok, corpus, train_cfg)
         return metrics
 
     label = f"pretrain {model.family} ({count_parameters(model):,} params)"
@@ -339,6 +331,18 @@ def _train(model, tok: Tokenizer, corpus: Corpus, train_cfg: PretrainConfig, opt
         return train(model, loss_fn, train_batches, train_cfg, evaluate=evaluate, eval_at=train_cfg.snapshots,
                      progress=label if options["progress"] else False, resume=options.get("resume"),
                      until=options.get("until"))
+
+
+def _keep_resumable(out, run, metrics: dict, model, tok: Tokenizer, corpus: Corpus, train_cfg: PretrainConfig,
+                    extra_state: dict | None = None, **info) -> None:
+    """Save in ``out`` a checkpoint to resume from, with this evaluation in its history: ``model``,
+    the run's state (and ``extra_state``), the corpus and the recipe. Every process gathers its state
+    (under torchrun, their random states); the main one writes."""
+    state = dict(run.state_dict(), **(extra_state or {}))
+    state["history"]["val"].append(dict(step=run.step, **metrics))
+    if is_main():
+        save(out, model, tok, training_state=state, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,
+             train=dataclasses.asdict(train_cfg), **info)
 
 
 def lm_training_speed(cfg: ModelConfig, stream: torch.Tensor, steps: int = 6, batch_size: int = 16,
