@@ -67,10 +67,10 @@ def test_a_course_name_means_the_course_recipe_only_as_it_ships(addresses, bible
     assert not hub.is_course("bert-mini", bible)  # another corpus: the short recipe, minutes
     assert not hub.is_course("bert-mini", addresses, changes=dict(steps=200))  # a variant: the short recipe
     assert not hub.is_course("gpt-mini", tokenizer="char")
-    assert not hub.is_course("gpt-mini", course=False) and not hub.is_course("lstm-mini")
+    assert not hub.is_course("gpt-mini", course=False) and not hub.is_course("gpt-tiny")
     assert hub.is_course("bert-mini", bible, course=True)  # asked for: the course recipe on the Bible
     with pytest.raises(ValueError, match="not a course model"):
-        hub.pretrained_configs("lstm-mini", course=True)
+        hub.pretrained_configs("gpt-tiny", course=True)
     # the from-scratch baseline has the course model's architecture and its shipped tokenizer
     blank, shipped = bertgpt.untrained("bert-mini"), bertgpt.pretrained("bert-mini")
     assert blank.config == shipped.config and blank.config.positions == "rotary"
@@ -88,10 +88,11 @@ def test_first_updates_of_the_recipe_follow_the_card(name, addresses):
     _, tok, history = (pretrain_electra if rtd else pretrain)(
         addresses, cfg, tcfg, tokenizer=hub.recipe_tokenizer(name), until=PREFIX, progress=False)
     assert tok.hf.get_vocab() == shipped.tokenizer.hf.get_vocab()  # the same token ids
-    recorded = dict(map(tuple, hub.card(name)["loss_curve"]))
+    curve = hub.card(name)["loss_curve"]  # a run that kept a snapshot logged there too (lstm-mini at 15)
+    recorded = {s: loss for (before, _), (s, loss) in zip([(0, None), *curve], curve) if s - before == 10}
     steps = [h["step"] for h in history.train]
-    assert steps == list(range(10, PREFIX + 1, 10))
-    for h in history.train:
+    assert steps == list(range(10, PREFIX + 1, 10)) and len(recorded.keys() & steps) >= PREFIX // 10 - 1
+    for h in (h for h in history.train if h["step"] in recorded):  # the same 10 updates' mean loss
         tolerance = RTD_TOLERANCE if rtd else TOLERANCE
         assert abs(h["loss"] - recorded[h["step"]]) < tolerance, (h, recorded[h["step"]])
 
@@ -115,10 +116,11 @@ def test_card_and_evaluate_commands(name, capsys):
 
 
 def test_everything_shipped_fits_the_budget():
-    """30 MB: the four models of chapters 1-8 took 23 MB; electra-mini (chapter 9, 80 minutes to
-    retrain) adds 3. A wheel of that size installs in seconds on Colab."""
+    """40 MB: the four models of chapters 1-8 took 23 MB; electra-mini (chapter 9, 80 minutes to
+    retrain) adds 3, and lstm-mini with the three snapshots chapter 3 draws 11 (7 minutes of training
+    on first use, the longest any chapter spent). A wheel of that size installs in seconds on Colab."""
     size = sum(f.stat().st_size for f in hub.SHIPPED.rglob("*") if f.is_file())
-    assert size <= 30e6, f"the shipped models take {size / 1e6:.1f} MB, over the 30 MB budget"
+    assert size <= 40e6, f"the shipped models take {size / 1e6:.1f} MB, over the 40 MB budget"
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if hub.card(n).get("snapshots")])
@@ -153,7 +155,7 @@ def test_table5_variants_change_one_thing_each(addresses):
 
 def test_unknown_card_says_which_exist():
     with pytest.raises(ValueError, match="bert-mini"):
-        hub.card("lstm-mini")
+        hub.card("gpt-small")
 
 
 def test_a_course_snapshot_is_the_recipes_first_updates_trained_once(addresses):

@@ -16,7 +16,7 @@
     python -m bertgpt export-onnx bert-mini --out bert-mini.onnx         # for onnxruntime (the book's widget)
 
 A course model's name (gpt-mini, bert-mini) given to ``--checkpoint`` means the weights that ship
-with the package (``bertgpt.registry.COURSE``); lstm-mini is trained on first use and cached.
+with the package (``bertgpt.registry.COURSE``), lstm-mini among them.
 
 Several processes (DistributedDataParallel; each process trains on its own share of the batches,
 only rank 0 writes and prints; ``--resume`` works the same way)::

@@ -7,13 +7,14 @@ pretrain --recipe NAME`` retrains one from scratch. Their snapshots (``step=``) 
 recipe's first updates: the two that cost most to retrain ship too (``bertgpt/models/NAME/snapshots``),
 the others are trained on first use and cached. BERT's Table 5 ships beside them, in miniature
 (``TABLE5``): ``bert-mini-mlm`` (the masked LM without NSP) and ``bert-mini-ltr`` (the same
-Transformer trained left to right), each bert-mini's recipe with one change, on its tokens; and
-``electra-mini``, ELECTRA's discriminator at bert-mini-mlm's compute (:func:`electra`, chapter 9). Every
-shipped weight is stored in fp16.
+Transformer trained left to right), each bert-mini's recipe with one change, on its tokens;
+``electra-mini``, ELECTRA's discriminator at bert-mini-mlm's compute (:func:`electra`, chapter 9); and
+``lstm-mini``, GPT-1's LSTM ablation on gpt-mini's tokens (chapter 3). Every shipped weight is stored
+in fp16.
 
 Every other model goes through the cache: a mini with ``changes``, on another corpus or with another
-tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small presets and
-lstm-mini. The first call pretrains it (minutes on two CPU cores for a mini, with a progress bar)
+tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small presets. The
+first call pretrains it (minutes on two CPU cores for a mini, with a progress bar)
 and saves it under ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later calls load it.
 The entry's key (:mod:`bertgpt.cache`) covers the model and training configs, the corpus's content,
 the tokenizer and the recipe version, so a change to any of them trains anew. A shipped model is
@@ -86,7 +87,6 @@ from .pretraining import (
 from .registry import (  # noqa: F401  re-exported: the hub serves these names
     COURSE,
     DEFAULT_TOKENIZER,
-    LSTM,
     NAMES,
     TABLE5,
     family_of,
