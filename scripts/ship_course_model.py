@@ -13,7 +13,7 @@ prints. Run it from the commit whose ``hub.COURSE`` holds the recipe: the card r
 ``--snapshots STEP ...`` ships the weights after those updates of the recipe too (in
 ``models/NAME/snapshots``, recorded in the card), as ``bertgpt.pretrained(NAME, step=STEP)`` trains
 and caches them: chapters that read a course model's first updates then load them, not train them.
-Every weight is stored in fp16, half the bytes of fp32 (40 MB is the budget of everything shipped);
+Every weight is stored in fp16, half the bytes of fp32 (64 MB is the budget of everything shipped);
 the held-out figures are scored on the stored weights (measured on the course models: they move by
 at most 0.0001). Shipping a run replaces the model's directory, its snapshots with it: name them
 in the same command.

@@ -10,12 +10,13 @@ the chapter needs, and leave torch alone; and the learner must see at least as m
 book shows figures for that chapter (a display hook counts them).
 
 A new chapter is covered without change: every ``chapters/*.ipynb`` is a test. Each has a time limit
-(``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 3000: from an empty cache chapters 3 to 6 and 8 train
-early snapshots, variants or their subject, 12 to 21 minutes each, one thread each, two at once); a
-chapter that runs past it fails with its name. The chapters run longest first, so that neither
-worker ends the run alone with a long one.
-The pretrained minis come from the shared model cache (``$BERTGPT_CACHE``), trained at most once
-under its lock, so two chapters can run at once (``pytest -n 2``).
+(``BERTGPT_NOTEBOOK_LIMIT`` seconds, default 3000: from an empty cache chapters 4 to 9 train variants
+or their subject and fine-tune many times, 5 to 11 minutes each alone, one thread each, two at once);
+a chapter that runs past it fails with its name. The chapters run longest first, so that neither
+worker ends the run alone with a long one. The course models and every snapshot the chapters read
+ship with the package; what a chapter trains goes through the shared model cache
+(``$BERTGPT_CACHE``), trained at most once under its lock, so two chapters can run at once
+(``pytest -n 2``).
 """
 
 import importlib.util
@@ -54,12 +55,6 @@ PUBLIC = re.search(r'REPOSITORY = "([^"]+)"', FIRST_CELL).group(1)  # what a lea
 KERNEL = "bertgpt-colab"
 LIMIT = int(os.environ.get("BERTGPT_NOTEBOOK_LIMIT", "3000"))
 ENVIRON = dict(os.environ)  # as the session started, before conftest points BERTGPT_CACHE elsewhere
-# What each of two workers trains before its first chapter: the course models ship with their
-# snapshots after 400 and 800 updates (lstm-mini with all it keeps), but the earlier snapshots
-# (chapters 3, 5 and 6) are the course recipes' first updates, trained on first use: the first 200 of
-# each. A chapter that needs a model the other worker is still training waits for it under the cache
-# entry's lock.
-SHARES = ((("bert-mini", 200),), (("gpt-mini", 200),))
 
 pytestmark = pytest.mark.notebook
 
@@ -105,24 +100,6 @@ def colab(tmp_path_factory):
     return dict(venv=venv, url=f"file://localhost{repo}")  # pip wants a host in a git+file URL
 
 
-@pytest.fixture(scope="session")
-def minis(worker_id):
-    """This worker's share of the shared pretrained models, in the model cache before its chapters.
-
-    Two workers train side by side, one thread each (``BERTGPT_THREADS``): one the snapshots of
-    bert-mini, the other those of gpt-mini. Each starts its chapters when its own
-    share is cached instead of waiting for the other's; a single process (no xdist) trains all.
-    """
-    if worker_id == "master":
-        share = [entry for entries in SHARES for entry in entries]
-    else:
-        share = SHARES[int(worker_id[2:]) % 2]
-    script = ("import bertgpt, json, sys\nfor name, step in json.loads(sys.argv[1]):\n"
-              "    bertgpt.pretrained(name, step=step)")
-    subprocess.run([sys.executable, "-c", script, json.dumps(share)], check=True,
-                   env={**ENVIRON, "BERTGPT_THREADS": "1"})
-
-
 def test_every_chapter_starts_with_the_first_cell():
     for chapter in CHAPTERS:
         cells = json.loads(chapter.read_text(encoding="utf-8"))["cells"]
@@ -158,11 +135,11 @@ def _run_counting_images(chapter: Path, notebook: dict, folder: Path, kernel: st
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_chapter_runs_whole_as_in_colab(chapter, colab, minis, tmp_path):
+def test_chapter_runs_whole_as_in_colab(chapter, colab, tmp_path):
     _run_in_colab(chapter, ROOT / "colab" / chapter.name, colab, tmp_path)
 
 
-def test_a_chinese_chapter_runs_whole_as_in_colab(colab, minis, tmp_path):
+def test_a_chinese_chapter_runs_whole_as_in_colab(colab, tmp_path):
     """The zh-TW edition (colab/zh-TW/) has the English code cells under translated text, so the cheapest
     chapter stands for all."""
     chapter = ROOT / "chapters" / f"{min(COLD_SECONDS, key=COLD_SECONDS.get)}.ipynb"

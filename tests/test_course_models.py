@@ -4,6 +4,7 @@ retrained and shipped again (scripts/ship_course_model.py)."""
 
 import dataclasses
 import json
+import shutil
 
 import pytest
 
@@ -116,11 +117,14 @@ def test_card_and_evaluate_commands(name, capsys):
 
 
 def test_everything_shipped_fits_the_budget():
-    """40 MB: the four models of chapters 1-8 took 23 MB; electra-mini (chapter 9, 80 minutes to
-    retrain) adds 3, and lstm-mini with the three snapshots chapter 3 draws 11 (7 minutes of training
-    on first use, the longest any chapter spent). A wheel of that size installs in seconds on Colab."""
+    """64 MB: the four models of chapters 1-8 took 23 MB with two snapshots each of gpt-mini and
+    bert-mini; electra-mini (chapter 9, 80 minutes to retrain) adds 3; lstm-mini with the three
+    snapshots chapter 3 draws, 11 (7 minutes of training on first use); the first 200 updates' snapshots
+    of gpt-mini and bert-mini, which chapters 3 and 5 read, 22 (about 4 minutes of training on first
+    use). A model ships when training it on first use costs a chapter minutes; at about 2.7 MB a
+    snapshot, the budget is what keeps that honest. A wheel of this size installs in seconds on Colab."""
     size = sum(f.stat().st_size for f in hub.SHIPPED.rglob("*") if f.is_file())
-    assert size <= 40e6, f"the shipped models take {size / 1e6:.1f} MB, over the 40 MB budget"
+    assert size <= 64e6, f"the shipped models take {size / 1e6:.1f} MB, over the 64 MB budget"
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if hub.card(n).get("snapshots")])
@@ -158,7 +162,12 @@ def test_unknown_card_says_which_exist():
         hub.card("gpt-small")
 
 
-def test_a_course_snapshot_is_the_recipes_first_updates_trained_once(addresses):
+def test_a_course_snapshot_that_does_not_ship_is_the_recipes_first_updates_trained_once(addresses, tmp_path,
+                                                                                      monkeypatch):
+    # as bert-mini's after 1,600 updates is: here gpt-mini's, its shipped snapshots set aside
+    shipped = tmp_path / "models"
+    shutil.copytree(hub.SHIPPED, shipped, ignore=shutil.ignore_patterns("snapshots"))
+    monkeypatch.setattr(hub, "SHIPPED", shipped)
     ck = bertgpt.pretrained("gpt-mini", step=25)
     recipe = PretrainConfig(**hub.card("gpt-mini")["recipe"]["train"])
     assert ck.info["step"] == 25 and PretrainConfig(**ck.info["train"]) == recipe

@@ -4,8 +4,8 @@ The course models, ``pretrained("gpt-mini")`` and ``pretrained("bert-mini")``, a
 real budget by this package's own code and ship inside it (``bertgpt/models/NAME``, with a model
 card: ``bertgpt card NAME``); they load in seconds, offline, hash-checked, and ``python -m bertgpt
 pretrain --recipe NAME`` retrains one from scratch. Their snapshots (``step=``) are the course
-recipe's first updates: the two that cost most to retrain ship too (``bertgpt/models/NAME/snapshots``),
-the others are trained on first use and cached. BERT's Table 5 ships beside them, in miniature
+recipe's first updates: those the chapters read ship too (``bertgpt/models/NAME/snapshots``), and
+any other is trained on first use and cached. BERT's Table 5 ships beside them, in miniature
 (``TABLE5``): ``bert-mini-mlm`` (the masked LM without NSP) and ``bert-mini-ltr`` (the same
 Transformer trained left to right), each bert-mini's recipe with one change, on its tokens;
 ``electra-mini``, ELECTRA's discriminator at bert-mini-mlm's compute (:func:`electra`, chapter 9); and

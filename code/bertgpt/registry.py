@@ -25,9 +25,9 @@ NAMES = (*(f"{family}-{size}" for family in FAMILIES for size in ("tiny", "mini"
 # its card.json). Measured on short runs first (bench/README.md, "The course models"): bert-mini keeps
 # learned positions on a plateau for thousands of updates, so it turns its queries and keys by their
 # position instead (rotary, Su et al. 2021) and trains every update at full length: a departure from
-# both papers, named in its card. The snapshots that cost most to retrain, after 400 and 800 updates,
-# ship in `SHIPPED / name / "snapshots"`; asked for, the others are retrained as the recipe's first
-# updates (`pretrained(name, step=...)`).
+# both papers, named in its card. Every snapshot a chapter reads ships in `SHIPPED / name / "snapshots"`
+# (gpt-mini's seven, bert-mini's first five); asked for, bert-mini's after 1,600 updates is retrained as
+# the recipe's first updates (`pretrained(name, step=...)`).
 _BERT_COURSE = dict(steps=16000, eval_every=1000, short_fraction=0.0)
 COURSE = {
     "gpt-mini": dict(model={}, train=dict(steps=12000, eval_every=1000,
