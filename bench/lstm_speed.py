@@ -1,8 +1,9 @@
 """Training speed of lstm-mini against gpt-mini: the budget that gives the LSTM gpt-mini's wall time.
 
 GPT-1's ablation replaced the Transformer by an LSTM; chapter 3 repeats it at mini size for equal
-wall time, so lstm-mini's number of updates (``bertgpt.hub.COURSE["lstm-mini"]``) follows from the ratio of the two
-models' training speeds, measured here: same batches (16 x 128 tokens), same precision, one thread.
+wall time, so lstm-mini's number of updates (``bertgpt.hub.COURSE["lstm-mini"]``) follows from the ratio
+of the two models' training speeds, measured here: same batches (16 x 128 tokens), same precision, one
+thread.
 
     python bench/lstm_speed.py [--steps 20] [--threads 1]
 

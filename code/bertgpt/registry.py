@@ -68,8 +68,8 @@ SUMMARY = {"gpt-mini": "GPT-1's objective and architecture at 1.3M parameters, p
                             "tokens, trained left to right",
            "electra-mini": "ELECTRA's discriminator in miniature: bert-mini-mlm's shape and tokens, trained "
                            "by replaced-token detection at the FLOPs of bert-mini-mlm's run",
-           "lstm-mini": "GPT-1's LSTM ablation in miniature: gpt-mini's objective, tokens and parameter count, "
-                        "with one LSTM layer in place of the Transformer"}
+           "lstm-mini": "GPT-1's LSTM ablation in miniature: gpt-mini's objective, tokens and parameter "
+                        "count, with one LSTM layer in place of the Transformer"}
 DEPARTURES = {
     "gpt-mini": "sizes (4 layers, d_model 128, context 128, a 4,096-token BPE), pre-LN blocks, no dropout "
                 "while pretraining, bf16 autocast; otherwise GPT-1's (learned positions, tied output).",
