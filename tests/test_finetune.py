@@ -17,6 +17,7 @@ from bertgpt.finetune import (
     load_classifier,
     patience_stop,
     predict,
+    run_key,
     save_classifier,
 )
 from bertgpt.inputs import IGNORE
@@ -130,6 +131,32 @@ def test_a_label_curve_draws_each_seeds_own_labels_and_matches_single_runs(gpt_c
     _, one = finetune(gpt_ck, party.subsample(12, seed=1), cfg, from_scratch=True, progress=False)
     assert curve[12][1] == one["test_accuracy"]
     assert party.subsample(12, seed=1).train != party.subsample(12, seed=0).train
+
+
+def test_a_label_curve_keeps_each_run_and_reads_it_back_instead_of_fine_tuning_again(
+        gpt_ck, party, monkeypatch):
+    module = importlib.import_module("bertgpt.finetune")  # bertgpt.finetune is the function
+    runs, real = [], module.finetune
+    monkeypatch.setattr(module, "finetune", lambda *a, **kw: runs.append(a[1]) or real(*a, **kw))
+    first = bertgpt.label_curve(gpt_ck, party, sizes=(8,), seeds=(5,), from_scratch=True)
+    again = bertgpt.label_curve(gpt_ck, party, sizes=(8,), seeds=(5, 6), from_scratch=True)
+    assert again[8][0] == first[8][0] and len(runs) == 2  # seed 5 read back, only seed 6 fine-tuned
+    assert runs[1].train == party.subsample(8, seed=6).train
+    # weights built in memory have no hash: a run that starts from them is never kept
+    bertgpt.label_curve(gpt_ck, party, sizes=(8,), seeds=(5,))
+    bertgpt.label_curve(gpt_ck, party, sizes=(8,), seeds=(5,))
+    assert len(runs) == 4
+
+
+def test_a_runs_key_names_its_start_its_examples_and_its_recipe(gpt_ck, party):
+    cfg, small = FinetuneConfig(seed=0), party.subsample(8, seed=0)
+    hashed = dataclasses.replace(gpt_ck, info={"weights_sha256": "a" * 64})
+    other = dataclasses.replace(gpt_ck, info={"weights_sha256": "b" * 64})
+    assert run_key(gpt_ck, small, cfg) is None and run_key(hashed, small, cfg) != run_key(other, small, cfg)
+    assert run_key(hashed, small, cfg, from_scratch=True) == run_key(other, small, cfg, from_scratch=True)
+    assert run_key(hashed, small, cfg) != run_key(hashed, party.subsample(8, seed=1), cfg)
+    assert run_key(hashed, small, cfg) != run_key(hashed, small, FinetuneConfig(seed=1))
+    assert run_key(hashed, small, cfg) != run_key(hashed, small, cfg, from_scratch=True)
 
 
 def test_finetuning_trains_on_the_threads_training_gets_and_gives_the_caller_its_own_back(

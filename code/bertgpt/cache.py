@@ -7,6 +7,9 @@ content, the tokenizer's kind (and the tokenizer trainer's version where the tok
 the corpus) and :data:`RECIPE`. Beside an entry lie its lock (``.lock``: one writer at a time), the
 interrupted run it is trained from (``.partial``) and the weights at its snapshots (``.snapshots``).
 Which configs a name means, and whether a model ships instead, :mod:`bertgpt.hub` decides.
+
+Results smaller than a model, a probe's accuracies or a fine-tuning run's test score, are kept as JSON
+by :func:`kept`, each under its own key, so that a chapter reads what an earlier one measured.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -69,6 +74,23 @@ def continued_path(start: Path, corpus: Corpus, steps: int, recipe: dict | None 
 
 def _hash(parts: list) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
+
+
+def kept(kind: str, name: str | None, compute):
+    """What ``compute()`` returns (JSON-serialisable), kept in ``$BERTGPT_CACHE/KIND/NAME.json``: a later
+    call with the same ``name`` reads it instead of computing again. ``name`` None (a result that has
+    no key, such as one of weights built in memory) computes every time. The file is written whole,
+    then renamed: a reader never sees half of one, and an interrupted call leaves nothing behind."""
+    path = cache_dir() / kind / f"{name}.json"
+    if name and path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    out = compute()
+    if name:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+            json.dump(out, f)
+        os.replace(f.name, path)
+    return out
 
 
 def snapshot_path(directory: Path, step: int) -> Path:

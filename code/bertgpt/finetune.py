@@ -21,6 +21,9 @@ each epoch keeps the best weights and stops the run after ``patience`` epochs wi
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
+import json
 import math
 import time
 from pathlib import Path
@@ -29,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cache import kept
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
 from .device import default_device, device_of, eval_mode, to_device, training_threads
@@ -429,17 +433,46 @@ def label_curve(checkpoint: Checkpoint, task: Task, sizes, seeds=(0, 1, 2), *,
     draw is the whole split). One recipe for every model, so that only the start differs: no
     auxiliary loss (λ = 0), 8 epochs on 300 examples or fewer (a small set makes few updates per
     epoch) and 3 above, early stopping after 3 epochs without a better validation accuracy, and
-    the family's learning rate, or 1e-3 ``from_scratch`` (random weights need the larger steps)."""
+    the family's learning rate, or 1e-3 ``from_scratch`` (random weights need the larger steps).
+
+    Each run's test score is kept in the cache (``$BERTGPT_CACHE/finetunes``, :func:`run_key`), so a
+    curve measured once, in the chapter that owns it, is read by any later one that draws it again."""
     curve = {}
     for n in sizes:
         curve[n] = []
         for seed in seeds:
             cfg = FinetuneConfig(epochs=8 if n <= 300 else 3, patience=3, lm_coef=0.0, seed=seed,
                                  lr=1e-3 if from_scratch else None)
-            _, result = finetune(checkpoint, task.subsample(n, seed=seed), cfg, from_scratch=from_scratch,
-                                 progress=False)
-            curve[n].append(result[f"test_{score_name(task)}"])
+            labelled = task.subsample(n, seed=seed)
+
+            def run(labelled=labelled, cfg=cfg):
+                _, result = finetune(checkpoint, labelled, cfg, from_scratch=from_scratch, progress=False)
+                return result[f"test_{score_name(task)}"]
+
+            key = run_key(checkpoint, labelled, cfg, from_scratch)
+            curve[n].append(kept("finetunes", key and f"{task.name}-{key}", run))
     return curve
+
+
+#: In every fine-tuning run's cache key. Bump it when fine-tuning changes in a way its config does not show.
+FINETUNE_RECIPE = 1
+
+
+def run_key(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig, from_scratch: bool = False):
+    """The cache key of one run of ``finetune(checkpoint, task, cfg)``: where it starts (the weights'
+    hash; from scratch, the architecture and the tokenizer's vocabulary), every example of the task,
+    the recipe and :data:`FINETUNE_RECIPE`. ``None`` for weights built in memory, which have no hash:
+    such a run is never kept."""
+    if from_scratch:
+        start = [checkpoint.model.family, dataclasses.asdict(checkpoint.config),
+                 sorted(checkpoint.tokenizer.hf.get_vocab().items())]
+    elif checkpoint.info.get("weights_sha256"):
+        start = checkpoint.info["weights_sha256"]
+    else:
+        return None
+    blob = json.dumps([FINETUNE_RECIPE, start, task.name, task.labels, repr(task.train), repr(task.val),
+                       repr(task.test), dataclasses.asdict(cfg)], default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, from_scratch: bool, device,

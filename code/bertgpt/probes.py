@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 
 import torch
 import torch.nn.functional as F
 
+from .cache import kept
 from .checkpoint import Checkpoint
 from .device import device_of, eval_mode, to_device
 from .inputs import collate, pack_examples
 from .progress import progress_bar
 from .tasks import Example, Task
-from .tokenizer import cache_dir
 
 POOLS = ("mean", "token")
 
@@ -170,19 +168,14 @@ def cached_probe(checkpoint: Checkpoint, task: Task, **options) -> dict:
     """
     progress = options.pop("progress", False)
     key = _probe_key(checkpoint, task, options)
-    path = cache_dir() / "probes" / f"{task.name}-{key}.json"
-    if key and path.is_file():
-        out = json.loads(path.read_text(encoding="utf-8"))
-        for name in ("accuracy", "train_accuracy"):
-            out[name] = {int(layer): a for layer, a in out[name].items()}
-        return out
-    out = probe(checkpoint, task, progress=progress, test_features=_test_features(checkpoint, task, options),
-                **options)
-    if key:  # written whole, then renamed: a reader never sees half a file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-            json.dump(out, f)
-        os.replace(f.name, path)
+
+    def run():  # only when nothing is kept: extracting the test features is itself work
+        features = _test_features(checkpoint, task, options)
+        return probe(checkpoint, task, progress=progress, test_features=features, **options)
+
+    out = kept("probes", key and f"{task.name}-{key}", run)
+    for name in ("accuracy", "train_accuracy"):  # JSON keeps the layers' numbers as strings
+        out[name] = {int(layer): a for layer, a in out[name].items()}
     return out
 
 
