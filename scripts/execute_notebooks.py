@@ -192,12 +192,18 @@ def cold_times_markdown(records: dict[str, dict]) -> str:
     cold = {name: {**r["cold"], "title": r["title"]} for name, r in sorted(records.items()) if "cold" in r}
     if not cold:
         return "No chapter has been timed from an empty cache yet.\n"
-    lines = ["| Chapter | First run (minutes) |", "|---|---:|"]
-    for name, r in cold.items():
-        lines.append(f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} |")
     machines = sorted({r["machine"] for r in cold.values()})
-    lines += ["", "Measured on " + "; ".join(machines) + "."]
-    return "\n".join(lines) + "\n"
+    if len(machines) == 1:
+        lines = ["| Chapter | First run (minutes) |", "|---|---:|"]
+        lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} |" for name, r in cold.items()]
+        return "\n".join(lines + ["", f"Measured on {machines[0]}."]) + "\n"
+    # times from different machines (one that trains in bf16 runs a chapter several times faster): say
+    # which machine measured each
+    letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
+    lines = ["| Chapter | First run (minutes) | Machine |", "|---|---:|:---:|"]
+    lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} | {letter[r['machine']]} |"
+              for name, r in cold.items()]
+    return "\n".join(lines + [""] + [f"- {letter[m]}: {m}." for m in machines]) + "\n"
 
 
 def replace_between(text: str, start: str, end: str, body: str) -> str:

@@ -52,6 +52,18 @@ def test_a_cold_run_uses_an_empty_cache_of_its_own_and_writes_the_readme_table(s
     assert (tmp / "README.zh-TW.md").read_text() == readme.replace("intro", "簡介")  # the same table
 
 
+def test_the_readme_table_names_the_machine_of_each_time_when_they_differ():
+    def record(title, seconds, machine):
+        return dict(title=title, cold=dict(seconds=seconds, machine=machine, executed="today"))
+
+    one = execute_notebooks.cold_times_markdown({"a.ipynb": record("A", 120, "fp32 box")})
+    assert "| Machine |" not in one and one.endswith("Measured on fp32 box.\n")
+    both = execute_notebooks.cold_times_markdown({"a.ipynb": record("A", 120, "fp32 box"),
+                                                  "b.ipynb": record("B", 600, "bf16 box")})
+    assert "| [A](a.ipynb) | 2 | B |" in both and "| [B](b.ipynb) | 10 | A |" in both
+    assert both.endswith("- A: bf16 box.\n- B: fp32 box.\n")
+
+
 def test_a_warm_run_keeps_the_last_cold_time_and_leaves_the_readme(script):
     tmp, _ = script
     execute_notebooks.main(["--cold", str(CHAPTER)])
