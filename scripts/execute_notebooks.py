@@ -197,8 +197,7 @@ def cold_times_markdown(records: dict[str, dict]) -> str:
         lines = ["| Chapter | First run (minutes) |", "|---|---:|"]
         lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} |" for name, r in cold.items()]
         return "\n".join(lines + ["", f"Measured on {machines[0]}."]) + "\n"
-    # times from different machines (one that trains in bf16 runs a chapter several times faster): say
-    # which machine measured each
+    # times from different machines (one that trains in bf16 is the faster): say which measured each
     letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
     lines = ["| Chapter | First run (minutes) | Machine |", "|---|---:|:---:|"]
     lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} | {letter[r['machine']]} |"

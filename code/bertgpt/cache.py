@@ -60,7 +60,7 @@ def entry_path(name: str, corpus: Corpus, cfg, tcfg, tokenizer: str, learned: bo
     parts = [recipe_fields(cfg), recipe_fields(tcfg), corpus.fingerprint, tokenizer, RECIPE]
     if learned:
         parts.append(f"tokenizer trainer {TOKENIZER_TRAINER}")
-    return cache_dir() / "models" / f"{name}-{corpus.name}-{_hash(parts)}"
+    return cache_dir() / "models" / f"{name}-{corpus.name}-{digest(parts, 12)}"
 
 
 def continued_path(start: Path, corpus: Corpus, steps: int, recipe: dict | None = None,
@@ -68,12 +68,14 @@ def continued_path(start: Path, corpus: Corpus, steps: int, recipe: dict | None 
     """The entry of the model in entry ``start`` after ``steps`` more updates on ``corpus`` (with
     ``recipe``'s changes to its training config, and another ``objective`` than its own if given)."""
     parts = [start.name, corpus.fingerprint, steps, sorted((recipe or {}).items()), RECIPE]
-    key = _hash(parts + [objective] if objective else parts)
+    key = digest(parts + [objective] if objective else parts, 12)
     return start.parent / f"{start.name}+{corpus.name}-{steps}-{key}"
 
 
-def _hash(parts: list) -> str:
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
+def digest(parts: list, length: int = 16) -> str:
+    """The first ``length`` hex digits of the SHA-256 of ``parts`` as JSON (anything JSON cannot write,
+    as its ``str``): a cache key of everything that decides a result."""
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:length]
 
 
 def kept(kind: str, name: str | None, compute):

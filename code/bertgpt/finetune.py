@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
 import math
 import time
 from pathlib import Path
@@ -32,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .cache import kept
+from .cache import digest, kept
 from .checkpoint import Checkpoint, load, save
 from .config import FINETUNE_LR, FinetuneConfig, ModelConfig, TrainConfig
 from .device import default_device, device_of, eval_mode, to_device, training_threads
@@ -470,9 +468,8 @@ def run_key(checkpoint: Checkpoint, task: Task, cfg: FinetuneConfig, from_scratc
         start = checkpoint.info["weights_sha256"]
     else:
         return None
-    blob = json.dumps([FINETUNE_RECIPE, start, task.name, task.labels, repr(task.train), repr(task.val),
-                       repr(task.test), dataclasses.asdict(cfg)], default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return digest([FINETUNE_RECIPE, start, task.name, task.labels, repr(task.train), repr(task.val),
+                   repr(task.test), dataclasses.asdict(cfg)])
 
 
 def _finetune_once(ck: Checkpoint, task: Task, cfg: FinetuneConfig, seed: int, from_scratch: bool, device,

@@ -14,15 +14,15 @@ in fp16.
 
 Every other model goes through the cache: a mini with ``changes``, on another corpus or with another
 tokenizer follows the mini's short recipe (``course=False``), as do the tiny and small presets. The
-first call pretrains it (minutes on two CPU cores for a mini, with a progress bar)
-and saves it under ``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later calls load it.
-The entry's key (:mod:`bertgpt.cache`) covers the model and training configs, the corpus's content,
-the tokenizer and the recipe version, so a change to any of them trains anew. A shipped model is
-found by its recipe, not by a key: asked for with the configs, corpus and tokenizer it was trained
-with, the package's copy loads. Every model on the addresses with the course models' kind and size
-of tokenizer reads their shipped tokenizer (:func:`share_tokenizer`); one whose tokenizer is learned
-from its corpus is keyed by the tokenizer trainer's version too. An entry that fails its checks
-(half-written, truncated, malformed, of another format) is rebuilt, never loaded.
+first call pretrains it (minutes on two CPU cores for a mini, with a progress bar) and saves it under
+``$BERTGPT_CACHE/models`` (default ``~/.cache/bertgpt``); later calls load it. The entry's key
+(:mod:`bertgpt.cache`) covers the model and training configs, the corpus's content, the tokenizer and
+the recipe version, so a change to any of them trains anew. A shipped model is found by its recipe, not
+by a key: asked for with the configs, corpus and tokenizer it was trained with, the package's copy
+loads. Every model on the addresses with the course models' kind and size of tokenizer reads their
+shipped tokenizer (:func:`share_tokenizer`); one whose tokenizer is learned from its corpus is keyed by
+the tokenizer trainer's version too. An entry that fails its checks (half-written, truncated, malformed,
+of another format) is rebuilt, never loaded.
 
 This module and the command line are the only places where a name becomes a checkpoint; the
 library's functions take :class:`~bertgpt.checkpoint.Checkpoint` objects. ``untrained(name)`` is the

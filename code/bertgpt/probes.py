@@ -26,13 +26,10 @@ read the same layers of the same model probe it once::
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import torch
 import torch.nn.functional as F
 
-from .cache import kept
+from .cache import digest, kept
 from .checkpoint import Checkpoint
 from .device import device_of, eval_mode, to_device
 from .inputs import collate, pack_examples
@@ -134,9 +131,7 @@ def _probe_key(checkpoint: Checkpoint, task: Task, options: dict) -> str | None:
     weights = checkpoint.info.get("weights_sha256")
     if not weights:
         return None
-    blob = json.dumps([weights, task.name, repr(task.train), repr(task.test), sorted(options.items())],
-                      default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return digest([weights, task.name, repr(task.train), repr(task.test), sorted(options.items())])
 
 
 _TEST_FEATURES: dict[str, torch.Tensor] = {}  # a few test splits' features, by weights and examples
@@ -150,7 +145,7 @@ def _test_features(checkpoint: Checkpoint, task: Task, options: dict) -> torch.T
     if not weights:
         return None
     pool = options.get("pool", "mean")
-    key = hashlib.sha256(json.dumps([weights, pool, repr(task.test)]).encode()).hexdigest()
+    key = digest([weights, pool, repr(task.test)], 64)
     if key not in _TEST_FEATURES:
         if len(_TEST_FEATURES) >= _KEPT:
             _TEST_FEATURES.pop(next(iter(_TEST_FEATURES)))  # the oldest
