@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -128,6 +129,9 @@ def run(path: Path) -> dict:
         result = "ok"
     except Exception as error:  # CellExecutionError, DeadKernelError, CellTimeoutError, ...
         result = f"error: {getattr(error, 'ename', None) or type(error).__name__}"
+        # the failing cell and its traceback (a CellExecutionError's text), so that a long run that
+        # fails is not run again only to learn which assertion it was
+        print(re.sub(r"\x1b\[[0-9;]*m", "", str(error))[-4000:], file=sys.stderr, flush=True)  # no colours
     seconds = time.perf_counter() - start
     for seconds_, index, first in sorted(cells, reverse=True)[:SLOWEST]:
         print(f"  {seconds_:6.0f} s  cell {index}: {first}", flush=True)

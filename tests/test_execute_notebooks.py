@@ -92,3 +92,18 @@ def test_an_interrupted_run_keeps_the_chapters_it_finished(script, monkeypatch):
     assert records[first.relative_to(ROOT).as_posix()]["cold"]["seconds"] == 605.0
     assert second.relative_to(ROOT).as_posix() not in records
     assert f"({first.relative_to(ROOT).as_posix()}) | 10 |" in (tmp / "README.md").read_text()
+
+
+def test_a_failing_chapter_is_left_as_it_was_and_its_error_is_printed(tmp_path, capsys):
+    import nbformat
+
+    path = tmp_path / "failing.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Failing"),
+                                         nbformat.v4.new_code_cell("gap = 0.3\nassert gap < 0.1, gap")])
+    nbformat.write(nb, path)
+    before = path.read_text(encoding="utf-8")
+    record = execute_notebooks.run(path)
+    assert record["result"] == "error: AssertionError" and record["title"] == "Failing"
+    assert path.read_text(encoding="utf-8") == before  # no partial outputs written back
+    err = capsys.readouterr().err
+    assert "assert gap < 0.1, gap" in err and "AssertionError: 0.3" in err  # which assertion, with its value
