@@ -197,16 +197,14 @@ def cold_times_markdown(records: dict[str, dict]) -> str:
     if not cold:
         return "No chapter has been timed from an empty cache yet.\n"
     machines = sorted({r["machine"] for r in cold.values()})
-    if len(machines) == 1:
-        lines = ["| Chapter | First run (minutes) |", "|---|---:|"]
-        lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} |" for name, r in cold.items()]
-        return "\n".join(lines + ["", f"Measured on {machines[0]}."]) + "\n"
-    # times from different machines (one that trains in bf16 is the faster): say which measured each
+    # times from different machines (one that trains in bf16 is the faster): a letter says which measured each
     letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
-    lines = ["| Chapter | First run (minutes) | Machine |", "|---|---:|:---:|"]
-    lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} | {letter[r['machine']]} |"
+    several = len(machines) > 1
+    lines = ["| Chapter | First run (minutes) |" + " Machine |" * several, "|---|---:|" + ":---:|" * several]
+    lines += [f"| [{r['title']}]({name}) | {r['seconds'] / 60:.0f} |" + f" {letter[r['machine']]} |" * several
               for name, r in cold.items()]
-    return "\n".join(lines + [""] + [f"- {letter[m]}: {m}." for m in machines]) + "\n"
+    legend = [f"- {letter[m]}: {m}." for m in machines] if several else [f"Measured on {machines[0]}."]
+    return "\n".join(lines + [""] + legend) + "\n"
 
 
 def replace_between(text: str, start: str, end: str, body: str) -> str:
